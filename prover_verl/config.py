@@ -1,0 +1,157 @@
+"""ProVer's settings, read from ``algorithm.prover`` of a verl config and checked before anything runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+PREFIX = "algorithm.prover"
+SEGMENT_SIDES = ("success", "failure", "any")
+JUDGE_TYPES = ("policy", "openai", "heuristic")
+
+
+@dataclasses.dataclass(frozen=True)
+class JudgeConfig:
+    """The agentic judge that proposes segments (``algorithm.prover.judge``).
+
+    Attributes:
+        type: ``policy`` (the policy's own rollout server), ``openai`` (any OpenAI-compatible endpoint at
+            ``url``) or ``heuristic`` (first turn where a success and a failure diverge; no LLM).
+        url: Base URL of the OpenAI-compatible endpoint (``type=openai``), e.g. ``http://host:8000/v1``.
+        model: Model name sent to that endpoint.
+        api_key_env: Name of the environment variable holding its API key (the key itself never sits in config).
+        temperature: Judge sampling temperature.
+        max_tokens: Longest judge answer.
+        max_obs_chars: Each observation is cut to this many characters in the judge prompt.
+        timeout_s: Per-request timeout.
+    """
+
+    type: str = "policy"
+    url: str | None = None
+    model: str | None = None
+    api_key_env: str = "PROVER_JUDGE_API_KEY"
+    temperature: float = 0.0
+    max_tokens: int = 512
+    max_obs_chars: int = 600
+    timeout_s: float = 120.0
+
+
+@dataclasses.dataclass(frozen=True)
+class ProverConfig:
+    """ProVer's knobs (``algorithm.prover``); see docs/method.md for why each default is what it is.
+
+    Attributes:
+        k: Continuations sampled from each fork point (before and after the segment).
+        coef: Scale of the verified credit added to the GRPO advantage.
+        min_estimate: Only estimates strictly above it are credited (0: every positive estimate).
+        segment_side: Which trajectory the judge's segment must lie in: the ``success`` of the pair (credit
+            the decision that made it succeed), the ``failure``, or ``any``.
+        max_segments_per_step: Most groups verified per training step (-1: no limit).
+        max_continuation_turns: Most turns one continuation may take (None: up to the env's own limit).
+        verify_timeout_s: Wall-clock budget of one group's verification; past it the group keeps plain GRPO
+            and is counted in the metrics.
+        judge: The judge's settings.
+    """
+
+    k: int = 4
+    coef: float = 1.0
+    min_estimate: float = 0.0
+    segment_side: str = "success"
+    max_segments_per_step: int = -1
+    max_continuation_turns: int | None = None
+    verify_timeout_s: float = 900.0
+    judge: JudgeConfig = dataclasses.field(default_factory=JudgeConfig)
+
+    def __post_init__(self):
+        _check(_is_int(self.k) and self.k >= 1, "k", self.k, "an integer >= 1")
+        _check(_is_number(self.coef) and self.coef >= 0, "coef", self.coef, "a number >= 0")
+        _check(
+            _is_number(self.min_estimate) and 0 <= self.min_estimate < 1,
+            "min_estimate",
+            self.min_estimate,
+            "a number in [0, 1)",
+        )
+        _check(self.segment_side in SEGMENT_SIDES, "segment_side", self.segment_side, f"one of {SEGMENT_SIDES}")
+        _check(
+            isinstance(self.max_segments_per_step, int)
+            and (self.max_segments_per_step == -1 or self.max_segments_per_step >= 1),
+            "max_segments_per_step",
+            self.max_segments_per_step,
+            "-1 or an integer >= 1",
+        )
+        _check(
+            self.max_continuation_turns is None
+            or (_is_int(self.max_continuation_turns) and self.max_continuation_turns >= 1),
+            "max_continuation_turns",
+            self.max_continuation_turns,
+            "null or an integer >= 1",
+        )
+        _check(
+            _is_number(self.verify_timeout_s) and self.verify_timeout_s > 0,
+            "verify_timeout_s",
+            self.verify_timeout_s,
+            "a number > 0",
+        )
+        j = self.judge
+        _check(j.type in JUDGE_TYPES, "judge.type", j.type, f"one of {JUDGE_TYPES}")
+        _check(j.type != "openai" or bool(j.url), "judge.url", j.url, "set when judge.type=openai")
+        _check(_is_number(j.temperature) and j.temperature >= 0, "judge.temperature", j.temperature, "a number >= 0")
+        _check(_is_int(j.max_tokens) and j.max_tokens >= 16, "judge.max_tokens", j.max_tokens, "an integer >= 16")
+        _check(
+            _is_int(j.max_obs_chars) and j.max_obs_chars >= 1,
+            "judge.max_obs_chars",
+            j.max_obs_chars,
+            "an integer >= 1",
+        )
+        _check(_is_number(j.timeout_s) and j.timeout_s > 0, "judge.timeout_s", j.timeout_s, "a number > 0")
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any] | None) -> ProverConfig:
+        """Build from the ``algorithm.prover`` mapping; unknown keys fail naming the key."""
+        values = _to_dict(values)
+        judge = _to_dict(values.pop("judge", None))
+        _reject_unknown(values, cls, PREFIX)
+        _reject_unknown(judge, JudgeConfig, f"{PREFIX}.judge")
+        return cls(**values, judge=JudgeConfig(**judge))
+
+    @classmethod
+    def from_algorithm_config(cls, algorithm: Any) -> ProverConfig:
+        """Build from verl's ``algorithm`` config (a DictConfig, an ``AlgoConfig`` or a dict; may be None)."""
+        if algorithm is None:
+            return cls()
+        prover = algorithm.get("prover") if hasattr(algorithm, "get") else getattr(algorithm, "prover", None)
+        return cls.from_mapping(prover)
+
+
+def _to_dict(values: Any) -> dict[str, Any]:
+    if values is None:
+        return {}
+    if isinstance(values, DictConfig):
+        return OmegaConf.to_container(values, resolve=True)
+    if isinstance(values, Mapping):
+        return dict(values)
+    raise TypeError(f"{PREFIX} must be a mapping, got {type(values).__name__}")
+
+
+def _reject_unknown(values: Mapping[str, Any], cls: type, prefix: str) -> None:
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"unknown key(s) {', '.join(f'{prefix}.{k}' for k in unknown)}; known: {sorted(known)}")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check(ok: bool, key: str, value: Any, expected: str) -> None:
+    if not ok:
+        raise ValueError(f"{PREFIX}.{key} must be {expected}, got {value!r}")

@@ -1,0 +1,49 @@
+"""How the verifier's per-token credit reaches the ``prover`` estimator inside verl's dispatcher.
+
+verl's ``compute_advantage`` hands a registered estimator only ``token_level_rewards``, ``response_mask``,
+``index`` and ``config``: no other batch field. The batch carries ProVer's credit as the per-token field
+``prover_credit`` (written by the agent loop, fetched with the batch by the ProVer trainer); the trainer binds
+that tensor here for the duration of the ``compute_advantage`` call, and the estimator reads it back. A
+context variable keeps concurrent calls (threads, asyncio tasks) apart, and the estimator refuses to run with
+nothing bound, so ProVer can never silently degrade to GRPO.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator
+
+import torch
+
+CREDIT_FIELD = "prover_credit"
+
+_credit: contextvars.ContextVar[torch.Tensor | None] = contextvars.ContextVar("prover_credit", default=None)
+
+
+@contextlib.contextmanager
+def bind_credit(credit: torch.Tensor) -> Iterator[torch.Tensor]:
+    """Make ``credit`` (``(bs, response_length)``, rows in batch order) visible to the estimator."""
+    if not isinstance(credit, torch.Tensor) or credit.dim() != 2:
+        raise ValueError(f"{CREDIT_FIELD} must be a 2-D tensor (bs, response_length), got {credit!r:.80}")
+    token = _credit.set(credit)
+    try:
+        yield credit
+    finally:
+        _credit.reset(token)
+
+
+def bound_credit() -> torch.Tensor:
+    """Return the credit bound by :func:`bind_credit`.
+
+    Raises:
+        RuntimeError: nothing is bound (``adv_estimator=prover`` used without the ProVer trainer).
+    """
+    credit = _credit.get()
+    if credit is None:
+        raise RuntimeError(
+            "algorithm.adv_estimator=prover found no ProVer credit for this batch. The credit comes from the "
+            "ProVer agent loop and is bound by the ProVer trainer (trainer.v1.trainer_mode=prover_sync); "
+            "to train plain GRPO set algorithm.adv_estimator=grpo."
+        )
+    return credit
