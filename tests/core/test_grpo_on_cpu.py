@@ -11,7 +11,9 @@ def _verl_advantage(scores, index, norm_by_std):
     rewards = torch.zeros(len(scores), length)
     rewards[:, -1] = scores
     mask = torch.ones(len(scores), length)
-    adv, _ = compute_grpo_outcome_advantage(rewards, mask, np.array(index, dtype=object), norm_adv_by_std_in_grpo=norm_by_std)
+    adv, _ = compute_grpo_outcome_advantage(
+        rewards, mask, np.array(index, dtype=object), norm_adv_by_std_in_grpo=norm_by_std
+    )
     return adv[:, 0]
 
 

@@ -1,0 +1,120 @@
+"""The agentic judge: an LLM shown a success and a failure, asked for the decisive span of turns."""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import logging
+import os
+import random
+from collections.abc import Sequence
+from typing import Any
+from uuid import uuid4
+
+from prover_verl.config import JudgeConfig
+from prover_verl.judge.base import Judge, Proposal, Trajectory, pick_pair
+from prover_verl.judge.parse import parse_answer
+from prover_verl.judge.prompt import build_prompt
+
+logger = logging.getLogger(__name__)
+
+
+class ChatBackend(abc.ABC):
+    """Turns chat messages into the judge model's answer text."""
+
+    @abc.abstractmethod
+    async def complete(self, messages: list[dict[str, str]]) -> str:
+        """Return the model's reply to ``messages``."""
+
+
+class PolicyServerBackend(ChatBackend):
+    """The policy's own rollout servers, through verl's ``LLMServerClient.generate`` (token ids in and out)."""
+
+    def __init__(
+        self, server_manager: Any, tokenizer: Any, config: JudgeConfig, chat_template_kwargs: dict | None = None
+    ):
+        self.server_manager = server_manager
+        self.tokenizer = tokenizer
+        self.config = config
+        self.chat_template_kwargs = chat_template_kwargs or {}
+
+    async def complete(self, messages: list[dict[str, str]]) -> str:
+        prompt_ids = self.tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=True, **self.chat_template_kwargs
+        )
+        if isinstance(prompt_ids, dict):  # transformers 5 may return a BatchEncoding
+            prompt_ids = prompt_ids["input_ids"]
+        sampling = {"temperature": self.config.temperature, "top_p": 1.0, "max_tokens": self.config.max_tokens}
+        output = await asyncio.wait_for(
+            self.server_manager.generate(uuid4().hex, prompt_ids=list(prompt_ids), sampling_params=sampling),
+            timeout=self.config.timeout_s,
+        )
+        return self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
+
+
+class OpenAIBackend(ChatBackend):
+    """Any OpenAI-compatible chat endpoint (vLLM, SGLang, a hosted API) at ``config.url``."""
+
+    def __init__(self, config: JudgeConfig):
+        from openai import AsyncOpenAI
+
+        if not config.url or not config.model:
+            raise ValueError("algorithm.prover.judge.url and .model must be set for judge.type=openai")
+        self.config = config
+        self.client = AsyncOpenAI(
+            base_url=config.url, api_key=os.environ.get(config.api_key_env, "EMPTY"), timeout=config.timeout_s
+        )
+
+    async def complete(self, messages: list[dict[str, str]]) -> str:
+        reply = await self.client.chat.completions.create(
+            model=self.config.model,
+            messages=messages,
+            temperature=self.config.temperature,
+            max_tokens=self.config.max_tokens,
+        )
+        return reply.choices[0].message.content or ""
+
+
+class LLMJudge(Judge):
+    """Prompts a chat model with one success/failure pair of the group and parses its answer strictly.
+
+    Any failure of the model (an exception, a timeout, an unusable answer) yields no proposal with a status
+    naming why; the group then keeps plain GRPO. Nothing here raises on a bad answer.
+    """
+
+    def __init__(
+        self, backend: ChatBackend, config: JudgeConfig, segment_side: str = "success", seed: int | None = None
+    ):
+        self.backend = backend
+        self.config = config
+        self.segment_side = segment_side
+        self.rng = random.Random(seed)
+
+    async def propose(self, group: Sequence[Trajectory]) -> tuple[Proposal | None, str]:
+        pair = pick_pair(group, self.rng)
+        if pair is None:
+            return None, "no_pair"
+        prompt = build_prompt(*pair, self.segment_side, self.rng, self.config.max_obs_chars)
+        try:
+            text = await self.backend.complete(prompt.messages)
+        except Exception as err:  # a judge outage must not stop training; it is counted as status "error"
+            logger.warning("judge request failed: %r", err)
+            return None, "error"
+        return parse_answer(text, prompt.labels, prompt.allowed, list(group))
+
+
+def make_judge(
+    config: JudgeConfig, segment_side: str, server_manager: Any = None, tokenizer: Any = None, **kw
+) -> Judge:
+    """Build the judge that ``algorithm.prover.judge.type`` names."""
+    from prover_verl.judge.heuristic import HeuristicJudge
+
+    if config.type == "heuristic":
+        return HeuristicJudge(segment_side)
+    if config.type == "openai":
+        return LLMJudge(OpenAIBackend(config), config, segment_side)
+    if config.type == "policy":
+        if server_manager is None or tokenizer is None:
+            raise ValueError("judge.type=policy needs the rollout server client and the tokenizer")
+        return LLMJudge(PolicyServerBackend(server_manager, tokenizer, config, **kw), config, segment_side)
+    raise ValueError(f"unknown judge type {config.type!r}")

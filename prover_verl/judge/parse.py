@@ -1,0 +1,55 @@
+"""Strict parsing of a judge answer: one JSON object with a trajectory label and an in-range turn span."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from prover_verl.judge.base import Proposal, Trajectory
+
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
+_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+_KEYS = {"trajectory", "start_turn", "end_turn", "reason"}
+
+
+def parse_answer(
+    text: str | None,
+    labels: dict[str, int],
+    allowed: tuple[str, ...],
+    group: list[Trajectory],
+) -> tuple[Proposal | None, str]:
+    """Parse a judge answer into a proposal.
+
+    The answer, after dropping ``<think>...</think>`` blocks and an optional Markdown code fence, must be
+    exactly one JSON object with ``trajectory`` (one of ``allowed``), integer ``start_turn`` <= ``end_turn``
+    inside that trajectory, and optionally a string ``reason``; no other keys.
+
+    Returns:
+        ``(proposal, "ok")``, or ``(None, status)`` with status ``"empty"``, ``"malformed"`` or ``"out_of_range"``.
+    """
+    if text is None:
+        return None, "empty"
+    body = _THINK.sub("", text).strip()
+    fenced = _FENCE.match(body)
+    if fenced:
+        body = fenced.group(1).strip()
+    if not body:
+        return None, "empty"
+    try:
+        answer = json.loads(body)
+    except json.JSONDecodeError:
+        return None, "malformed"
+    if not isinstance(answer, dict) or not {"trajectory", "start_turn", "end_turn"} <= set(answer) <= _KEYS:
+        return None, "malformed"
+    label, start, end, reason = answer["trajectory"], answer["start_turn"], answer["end_turn"], answer.get("reason", "")
+    if not isinstance(label, str) or not isinstance(reason, str):
+        return None, "malformed"
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, end)):
+        return None, "malformed"
+    if label not in allowed or label not in labels:
+        return None, "out_of_range"
+    traj_id = labels[label]
+    turns = next(t.num_turns for t in group if t.traj_id == traj_id)
+    if not 0 <= start <= end < turns:
+        return None, "out_of_range"
+    return Proposal(traj_id, start, end, reason=reason.strip()), "ok"
