@@ -50,7 +50,8 @@ class ProverConfig:
         min_estimate: Only estimates strictly above it are credited (0: every positive estimate).
         segment_side: Which trajectory the judge's segment must lie in: the ``success`` of the pair (credit
             the decision that made it succeed), the ``failure``, or ``any``.
-        max_segments_per_step: Most groups verified per training step (-1: no limit).
+        max_segments_per_step: Most groups verified per training step by each agent-loop worker (verl runs
+            ``rollout.agent.num_workers`` of them; -1: no limit).
         max_continuation_turns: Most turns one continuation may take (None: up to the env's own limit).
         verify_timeout_s: Wall-clock budget of one group's verification; past it the group keeps plain GRPO
             and is counted in the metrics.
@@ -127,6 +128,62 @@ class ProverConfig:
         return cls.from_mapping(prover)
 
 
+@dataclasses.dataclass(frozen=True)
+class EnvConfig:
+    """The environment the ProVer agent loop plays (top-level ``env`` section of the training config).
+
+    Attributes:
+        name: Registered environment (``alfworld``, ``webshop``, ``searchqa``); a data row's
+            ``extra_info.env`` overrides it.
+        kwargs: Constructor arguments of the environment (data paths, ``max_steps``, ...).
+        pool_workers: Ray env-worker actors per agent-loop worker; 0 runs the envs in the agent-loop process.
+        max_turns: Most policy turns per episode.
+        max_obs_chars: Observations are cut to this many characters in the prompt.
+        call_timeout_s: Timeout of one env call (Ray pool only).
+    """
+
+    name: str = "alfworld"
+    kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    pool_workers: int = 0
+    max_turns: int = 50
+    max_obs_chars: int = 2000
+    call_timeout_s: float = 120.0
+
+    def __post_init__(self):
+        p = "env"
+        _check(isinstance(self.name, str) and bool(self.name), "name", self.name, "an environment name", p)
+        _check(isinstance(self.kwargs, dict), "kwargs", self.kwargs, "a mapping", p)
+        _check(
+            _is_int(self.pool_workers) and self.pool_workers >= 0,
+            "pool_workers",
+            self.pool_workers,
+            "an integer >= 0",
+            p,
+        )
+        _check(_is_int(self.max_turns) and self.max_turns >= 1, "max_turns", self.max_turns, "an integer >= 1", p)
+        _check(
+            _is_int(self.max_obs_chars) and self.max_obs_chars >= 1,
+            "max_obs_chars",
+            self.max_obs_chars,
+            "an integer >= 1",
+            p,
+        )
+        _check(
+            _is_number(self.call_timeout_s) and self.call_timeout_s > 0,
+            "call_timeout_s",
+            self.call_timeout_s,
+            "a number > 0",
+            p,
+        )
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any] | None) -> EnvConfig:
+        """Build from the ``env`` mapping; unknown keys fail naming the key."""
+        values = _to_dict(values)
+        _reject_unknown(values, cls, "env")
+        return cls(**values)
+
+
 def _to_dict(values: Any) -> dict[str, Any]:
     if values is None:
         return {}
@@ -134,7 +191,7 @@ def _to_dict(values: Any) -> dict[str, Any]:
         return OmegaConf.to_container(values, resolve=True)
     if isinstance(values, Mapping):
         return dict(values)
-    raise TypeError(f"{PREFIX} must be a mapping, got {type(values).__name__}")
+    raise TypeError(f"expected a mapping, got {type(values).__name__}: {values!r:.80}")
 
 
 def _reject_unknown(values: Mapping[str, Any], cls: type, prefix: str) -> None:
@@ -152,6 +209,6 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _check(ok: bool, key: str, value: Any, expected: str) -> None:
+def _check(ok: bool, key: str, value: Any, expected: str, prefix: str = PREFIX) -> None:
     if not ok:
-        raise ValueError(f"{PREFIX}.{key} must be {expected}, got {value!r}")
+        raise ValueError(f"{prefix}.{key} must be {expected}, got {value!r}")

@@ -104,17 +104,23 @@ class LLMJudge(Judge):
 
 
 def make_judge(
-    config: JudgeConfig, segment_side: str, server_manager: Any = None, tokenizer: Any = None, **kw
+    config: JudgeConfig,
+    segment_side: str,
+    server_manager: Any = None,
+    tokenizer: Any = None,
+    chat_template_kwargs: dict | None = None,
+    seed: int | None = None,
 ) -> Judge:
-    """Build the judge that ``algorithm.prover.judge.type`` names."""
+    """Build the judge that ``algorithm.prover.judge.type`` names; ``seed`` draws its success/failure pair."""
     from prover_verl.judge.heuristic import HeuristicJudge
 
     if config.type == "heuristic":
-        return HeuristicJudge(segment_side)
+        return HeuristicJudge(segment_side, seed=seed or 0)
     if config.type == "openai":
-        return LLMJudge(OpenAIBackend(config), config, segment_side)
+        return LLMJudge(OpenAIBackend(config), config, segment_side, seed=seed)
     if config.type == "policy":
         if server_manager is None or tokenizer is None:
             raise ValueError("judge.type=policy needs the rollout server client and the tokenizer")
-        return LLMJudge(PolicyServerBackend(server_manager, tokenizer, config, **kw), config, segment_side)
+        backend = PolicyServerBackend(server_manager, tokenizer, config, chat_template_kwargs)
+        return LLMJudge(backend, config, segment_side, seed=seed)
     raise ValueError(f"unknown judge type {config.type!r}")

@@ -1,0 +1,330 @@
+"""verl agent loop that plays ALFWorld / WebShop / Search-QA episodes and runs ProVer on each rollout group.
+
+One trajectory is one continuous token sequence (verl's Continuous Token layout): the task prompt, then per
+turn the policy's reply (``response_mask`` 1) and the next observation (``response_mask`` 0). Every turn
+records a fork point (message count, token count, env snapshot), so a segment can later be continued from the
+exact context the policy acted in. With ``algorithm.adv_estimator=prover`` the n sessions of a group meet in
+:class:`~prover_verl.agent.group.GroupRendezvous`; the last to finish asks the judge for a segment, verifies
+it with K continuations from each fork point, and every session writes its credit into the ``prover_credit``
+field of its output.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import zlib
+from typing import Any
+from uuid import uuid4
+
+import torch
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
+
+from prover_verl.agent.adapters import PromptAdapter, make_adapter
+from prover_verl.agent.episode import Conversation, Episode, PlayResult, TurnMark
+from prover_verl.agent.group import GroupRendezvous, GroupResult
+from prover_verl.config import EnvConfig, ProverConfig
+from prover_verl.core import SegmentCredit, credit_tensor, segment_token_span
+from prover_verl.credit_channel import CREDIT_FIELD
+from prover_verl.judge.llm import make_judge
+from prover_verl.metrics import FIELD_PREFIX, STAT_KEYS
+from prover_verl.verify import Continuation, VerificationError, verify_segment
+
+logger = logging.getLogger(__name__)
+logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
+
+AGENT_NAME = "prover_env_agent"
+
+# Process-wide state shared by the agent-loop instances of one verl AgentLoopWorker (one instance per sample).
+_RENDEZVOUS: GroupRendezvous | None = None
+_POOLS: dict[tuple, Any] = {}
+_BUDGET: dict[int, int] = {}  # global step -> groups verified in this worker
+
+
+def _rendezvous() -> GroupRendezvous:
+    global _RENDEZVOUS
+    if _RENDEZVOUS is None:
+        _RENDEZVOUS = GroupRendezvous()
+    return _RENDEZVOUS
+
+
+def get_env_pool(env_name: str, env: EnvConfig):
+    """The process's pool for ``env_name``: in-process threads, or Ray env workers if ``env.pool_workers > 0``."""
+    key = (env_name, repr(sorted(env.kwargs.items())), env.pool_workers)
+    if key not in _POOLS:
+        if env.pool_workers > 0:
+            from envs.pool import EnvPool
+
+            _POOLS[key] = EnvPool(env_name, env.kwargs, num_workers=env.pool_workers, call_timeout_s=env.call_timeout_s)
+        else:
+            from envs.local_pool import LocalEnvPool
+
+            _POOLS[key] = LocalEnvPool(env_name, env.kwargs)
+    return _POOLS[key]
+
+
+class ProverAgentLoopOutput(AgentLoopOutput):
+    """verl's agent-loop output plus the per-token ProVer credit and the per-row ProVer counters."""
+
+    prover_credit: list[float] | None = None
+    prover_stats: dict[str, float] = {}
+
+    def as_dict(self) -> dict[str, Any]:
+        output = super().as_dict()
+        credit = output.pop("prover_credit", None)
+        stats = output.pop("prover_stats", {})
+        length = output["responses"].size(0)
+        output[CREDIT_FIELD] = torch.tensor(credit if credit is not None else [0.0] * length, dtype=torch.float32)
+        for key in STAT_KEYS:  # every row carries every counter: verl stacks rows by the first row's keys
+            output[FIELD_PREFIX + key] = torch.tensor(float(stats.get(key, 0.0)), dtype=torch.float32)
+        return output
+
+
+@register(AGENT_NAME)
+class EnvAgentLoop(AgentLoopBase):
+    """Multi-turn environment agent with ProVer's propose-and-verify on complete rollout groups.
+
+    Data rows name the task in ``extra_info``: ``{"env": "alfworld", "task_id": ..., "verify": true}``;
+    ``verify: false`` (validation rows) plays the episode without ProVer.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.env_config = EnvConfig.from_mapping(self.config.get("env"))
+        self.prover = ProverConfig.from_algorithm_config(self.config.algorithm)
+        self.use_prover = self.config.algorithm.adv_estimator == "prover"
+        self.response_length = self.rollout_config.response_length
+        self.group_size = self.rollout_config.n
+
+    # ------------------------------------------------------------------ rollout
+    async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
+        extra = dict(kwargs.get("extra_info") or {})
+        env_name = extra.get("env", self.env_config.name)
+        if "task_id" not in extra:
+            raise ValueError(f"{AGENT_NAME} needs extra_info.task_id in every data row, got keys {sorted(extra)}")
+        adapter = make_adapter(env_name, self.env_config.max_obs_chars)
+        pool = get_env_pool(env_name, self.env_config)
+        verify = self.use_prover and bool(extra.get("verify", True))
+        uid, session_id = kwargs.get("uid"), kwargs.get("session_id")
+        if verify and (uid is None or session_id is None):
+            raise RuntimeError("ProVer needs verl's v1 agent-loop worker (rows with uid and session_id)")
+
+        try:
+            episode_id, obs, info = await pool.reset(task_id=str(extra["task_id"]))
+            try:
+                conv = await self._initial_conversation(adapter, obs, info)
+                result = await self._play(pool, episode_id, adapter, conv, obs, info, 0, sampling_params, True)
+            finally:
+                await pool.close(episode_id)
+            episode = Episode(int(session_id or 0), info.get("task", ""), conv, result)
+            group = GroupResult()
+            if verify:
+                process = lambda episodes: self._process_group(episodes, pool, adapter, sampling_params, kwargs)  # noqa: E731
+                group = await _rendezvous().submit(
+                    uid, self.group_size, episode, process, timeout_s=4 * self.prover.verify_timeout_s
+                )
+        except Exception as err:
+            if verify:
+                _rendezvous().abort(uid, self.group_size, err)
+            raise
+        return self._output(episode, group, verify)
+
+    async def _initial_conversation(self, adapter: PromptAdapter, obs: str, info: dict) -> Conversation:
+        messages = [
+            {"role": "system", "content": adapter.system},
+            {"role": "user", "content": adapter.observation_message(obs, info)},
+        ]
+        ids = await self.ct_build_initial_tokens(messages)
+        return Conversation(messages, list(ids), len(ids), [], [] if self.rollout_config.calculate_log_probs else None)
+
+    async def _play(
+        self,
+        pool,
+        episode_id: str,
+        adapter: PromptAdapter,
+        conv: Conversation,
+        obs: str,
+        info: dict,
+        first_turn: int,
+        sampling_params: dict[str, Any],
+        record: bool,
+        max_turns: int | None = None,
+    ) -> PlayResult:
+        """Play from ``conv`` (which already shows ``obs``) until the episode or a budget ends."""
+        result = PlayResult()
+        request_id = uuid4().hex  # sticky session: one server keeps this trajectory's prefix cache
+        last_turn = self.env_config.max_turns if max_turns is None else min(self.env_config.max_turns, max_turns)
+        for _turn in range(first_turn, last_turn):
+            if len(conv.response_mask) >= self.response_length:
+                result.stop = "max_tokens"
+                break
+            if record:
+                state = await pool.snapshot(episode_id)
+                result.marks.append(TurnMark(len(conv.messages), len(conv.token_ids), state, obs, info))
+            output = await self.server_manager.generate(
+                request_id, prompt_ids=conv.token_ids, sampling_params=sampling_params
+            )
+            await self._append_assistant(conv, output)
+            result.gen_tokens += len(output.token_ids)
+            reply = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
+            conv.messages.append({"role": "assistant", "content": reply})
+            action = adapter.parse_action(reply)
+            result.actions.append(action)
+            obs, reward, terminated, truncated, info = await pool.step(episode_id, action)
+            result.env_steps += 1
+            if terminated or truncated:
+                result.won, result.reward = bool(info.get("won", False)), float(reward)
+                result.stop = "terminated" if terminated else "truncated"
+                break
+            await self._append_observation(conv, adapter.observation_message(obs, info))
+        else:
+            result.stop = "max_turns"
+        return result
+
+    async def _append_assistant(self, conv: Conversation, output) -> None:
+        merged, mask, logprobs = await self.ct_merge_assistant_token(
+            conv.token_ids,
+            list(output.token_ids),
+            conv.response_mask,
+            conv.response_logprobs,
+            assistant_logprobs=output.log_probs if conv.response_logprobs is not None else None,
+        )
+        conv.token_ids, conv.response_mask = merged.token_ids, mask
+        if logprobs is not None:
+            conv.response_logprobs = logprobs
+
+    async def _append_observation(self, conv: Conversation, text: str) -> None:
+        updated = [*conv.messages, {"role": "user", "content": text}]
+        merged, mask, logprobs = await self.ct_merge_context_msg(
+            conv.messages, updated, conv.token_ids, conv.response_mask, conv.response_logprobs
+        )
+        conv.messages, conv.token_ids, conv.response_mask = updated, merged.token_ids, mask
+        if logprobs is not None:
+            conv.response_logprobs = logprobs
+
+    # ------------------------------------------------------------------ ProVer
+    async def _continue_from(
+        self, episode: Episode, turn: int, pool, adapter: PromptAdapter, sampling_params: dict[str, Any]
+    ) -> Continuation:
+        """Run one continuation of ``episode`` from its fork point before turn ``turn`` to the end."""
+        mark = episode.result.marks[turn]
+        conv = episode.conversation.prefix(mark)
+        episode_id, obs, _ = await pool.restore(mark.state)
+        try:
+            if obs != mark.observation:
+                raise RuntimeError(f"fork at turn {turn} restored a different observation: the env fork is not exact")
+            cap = self.prover.max_continuation_turns
+            max_turns = None if cap is None else turn + cap
+            result = await self._play(
+                pool, episode_id, adapter, conv, mark.observation, mark.info, turn, sampling_params, False, max_turns
+            )
+        finally:
+            await pool.close(episode_id)
+        return Continuation(result.won, result.env_steps, result.gen_tokens)
+
+    def _take_budget(self, global_steps: int) -> bool:
+        if global_steps not in _BUDGET:
+            _BUDGET.clear()  # a new training step
+        used = _BUDGET.get(global_steps, 0)
+        if self.prover.max_segments_per_step != -1 and used >= self.prover.max_segments_per_step:
+            return False
+        _BUDGET[global_steps] = used + 1
+        return True
+
+    async def _process_group(
+        self, episodes: dict[int, Episode], pool, adapter: PromptAdapter, sampling_params: dict, kwargs: dict
+    ) -> GroupResult:
+        """Propose, verify and credit one complete group."""
+        stats: dict[str, float] = {"groups": 1.0}
+        group = GroupResult(stats=stats)
+        trajectories = [episodes[s].trajectory() for s in sorted(episodes)]
+        if not (any(t.success for t in trajectories) and not all(t.success for t in trajectories)):
+            stats["judge_no_pair"] = 1.0
+            return group
+        stats["pairs"] = 1.0
+        if not self._take_budget(int(kwargs.get("global_steps", -1))):
+            stats["skipped_budget"] = 1.0
+            return group
+        judge = make_judge(
+            self.prover.judge,
+            self.prover.segment_side,
+            server_manager=self.server_manager,
+            tokenizer=self.tokenizer,
+            chat_template_kwargs=self.apply_chat_template_kwargs,
+            seed=zlib.crc32(str(kwargs.get("uid")).encode()),  # the group's pair draw is reproducible
+        )
+        proposal, status = await judge.propose(trajectories)
+        stats[f"judge_{status}"] = 1.0
+        if proposal is None:
+            return group
+
+        episode = episodes[proposal.traj_id]
+        try:
+            verification = await asyncio.wait_for(
+                verify_segment(
+                    proposal,
+                    episode.num_turns,
+                    episode.result.won,
+                    self.prover.k,
+                    lambda turn, _i: self._continue_from(episode, turn, pool, adapter, sampling_params),
+                ),
+                timeout=self.prover.verify_timeout_s,
+            )
+        except TimeoutError:
+            stats["verify_timeout"] = 1.0
+            return group
+        except VerificationError as err:
+            logger.warning("%s", err)
+            stats["verify_failed"] = 1.0
+            return group
+        stats.update(
+            verified=1.0,
+            estimate_sum=verification.estimate,
+            verify_env_steps=float(verification.env_steps),
+            verify_gen_tokens=float(verification.gen_tokens),
+        )
+        start, end = segment_token_span(episode.turn_spans(), proposal.start_turn, proposal.end_turn)
+        if verification.estimate > self.prover.min_estimate:
+            stats.update(positive=1.0, credit_sum=verification.estimate)
+            segment = SegmentCredit(proposal.traj_id, start, end, verification.before, verification.after)
+            group.credits[proposal.traj_id] = [segment]
+        logger.info(
+            "group %s: turns %d-%d of session %d, success %.2f -> %.2f",
+            kwargs.get("uid"),
+            proposal.start_turn,
+            proposal.end_turn,
+            proposal.traj_id,
+            verification.before.rate,
+            verification.after.rate,
+        )
+        return group
+
+    def _output(self, episode: Episode, group: GroupResult, verify: bool) -> ProverAgentLoopOutput:
+        conv = episode.conversation
+        length = min(len(conv.response_mask), self.response_length)
+        response_ids = conv.token_ids[conv.prompt_len :][:length]
+        mask = conv.response_mask[:length]
+        credit = None
+        if verify:
+            segments = [  # this row's segments, clipped to the response budget
+                dataclasses.replace(seg, row=0, token_end=min(seg.token_end, length))
+                for seg in group.credits.get(episode.session_id, [])
+                if seg.token_start < length
+            ]
+            credit = credit_tensor(segments, torch.tensor([mask]), self.prover.min_estimate)[0].tolist()
+        stats = dict(group.stats) if episode.session_id == 0 else {}
+        stats.update(env_steps=float(episode.result.env_steps), gen_tokens=float(episode.result.gen_tokens))
+        return ProverAgentLoopOutput(
+            prompt_ids=conv.token_ids[: conv.prompt_len],
+            response_ids=response_ids,
+            response_mask=mask,
+            response_logprobs=conv.response_logprobs[:length] if conv.response_logprobs is not None else None,
+            reward_score=episode.result.reward,
+            num_turns=2 * episode.num_turns + 1,
+            metrics={},
+            extra_fields={"won": episode.result.won, "stop": episode.result.stop},
+            prover_credit=credit,
+            prover_stats=stats,
+        )

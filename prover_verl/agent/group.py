@@ -1,0 +1,110 @@
+"""Meeting point of a rollout group's n agent loops, so ProVer can judge and verify the group as a whole.
+
+verl's v1 agent-loop worker runs the n sessions of one prompt (one ``uid``) as concurrent coroutines of the same
+process. Each session, once its episode ends, hands the episode in here and waits; the last one to arrive runs
+the group's propose-and-verify step, whose result every session then reads. The verifier therefore samples
+while the rollout replicas are still awake, inside verl's own sampling phase.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from prover_verl.agent.episode import Episode
+from prover_verl.core import SegmentCredit
+
+
+@dataclasses.dataclass
+class GroupResult:
+    """The outcome of ProVer on one group.
+
+    Attributes:
+        credits: ``session_id -> verified segments`` (credited ones) in that session's trajectory.
+        stats: Group-level counters and values for the trainer's metrics.
+    """
+
+    credits: dict[int, list[SegmentCredit]] = dataclasses.field(default_factory=dict)
+    stats: dict[str, float] = dataclasses.field(default_factory=dict)
+
+
+ProcessFn = Callable[[dict[int, Episode]], Awaitable[GroupResult]]
+
+
+class _Group:
+    def __init__(self, size: int):
+        self.size = size
+        self.episodes: dict[int, Episode] = {}
+        self.aborted = 0
+        self.waiting = 0
+        self.expired = False
+        self.result: asyncio.Future = asyncio.get_running_loop().create_future()
+
+    @property
+    def arrived(self) -> int:
+        return len(self.episodes) + self.aborted
+
+
+class GroupRendezvous:
+    """Collects the episodes of each group (keyed by uid) and runs ``process`` once per complete group."""
+
+    def __init__(self):
+        self._groups: dict[Any, _Group] = {}
+
+    def pending(self) -> int:
+        """Groups held (waiting for members, or for their waiters to read the result)."""
+        return len(self._groups)
+
+    def _group(self, uid: Any, size: int) -> _Group:
+        group = self._groups.get(uid)
+        if group is None:
+            group = self._groups[uid] = _Group(size)
+        if group.size != size:
+            raise ValueError(f"group {uid}: expected {group.size} sessions, a member says {size}")
+        return group
+
+    def _maybe_drop(self, uid: Any, group: _Group) -> None:
+        if group.waiting == 0 and (group.arrived >= group.size or group.expired):
+            if self._groups.get(uid) is group:
+                del self._groups[uid]
+            if group.result.done():
+                group.result.exception()  # mark retrieved: a failed group must not warn at shutdown
+
+    async def submit(self, uid: Any, size: int, episode: Episode, process: ProcessFn, timeout_s: float) -> GroupResult:
+        """Hand in one member's episode and wait for the group's result.
+
+        Raises:
+            ValueError: the session was already handed in, or the sizes disagree.
+            TimeoutError: the rest of the group did not arrive, or processing did not finish, in ``timeout_s``.
+            RuntimeError: a sibling aborted, or processing the group raised (re-raised from it).
+        """
+        group = self._group(uid, size)
+        if episode.session_id in group.episodes:
+            raise ValueError(f"group {uid}: session {episode.session_id} handed in twice")
+        group.episodes[episode.session_id] = episode
+        group.waiting += 1
+        try:
+            if group.arrived == group.size and not group.result.done():
+                try:
+                    group.result.set_result(await process(dict(group.episodes)))
+                except Exception as err:
+                    group.result.set_exception(err)
+            return await asyncio.wait_for(asyncio.shield(group.result), timeout=timeout_s)
+        except TimeoutError:
+            group.expired = True
+            raise TimeoutError(
+                f"group {uid}: {group.arrived}/{group.size} sessions arrived and no result in {timeout_s}s"
+            ) from None
+        finally:
+            group.waiting -= 1
+            self._maybe_drop(uid, group)
+
+    def abort(self, uid: Any, size: int, error: BaseException) -> None:
+        """Count a session whose episode broke and fail its group, so its siblings stop waiting at once."""
+        group = self._group(uid, size)
+        group.aborted += 1
+        if not group.result.done():
+            group.result.set_exception(RuntimeError(f"group {uid}: a sibling session failed: {error!r}"))
+        self._maybe_drop(uid, group)

@@ -1,0 +1,34 @@
+"""verl v1 trainer mode ``prover_sync``: verl's synchronous PPO trainer with ProVer's credit bound to the
+advantage computation.
+
+Propose and verify already ran inside the rollout (see :mod:`prover_verl.agent.env_agent_loop`), while the
+replicas were awake; the batch holds each row's ``prover_credit``. This trainer fetches it with the batch,
+logs the ProVer counters, and binds it for the ``prover`` estimator during verl's own ``_compute_advantage``.
+"""
+
+from __future__ import annotations
+
+import transfer_queue as tq
+from verl.trainer.ppo.v1.trainer_base import register_trainer
+from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+from prover_verl.credit_channel import CREDIT_FIELD, bind_credit
+from prover_verl.estimator import NAME as ESTIMATOR
+from prover_verl.metrics import stat_fields, summarize
+
+TRAINER_MODE = "prover_sync"
+
+
+@register_trainer(TRAINER_MODE)
+class ProverTrainerSync(PPOTrainerSync):
+    """Synchronous (on-policy) PPO with ProVer credit; with any other estimator it is verl's ``sync`` trainer."""
+
+    def _compute_advantage(self, batch, metrics: dict):
+        if self.config.algorithm.adv_estimator != ESTIMATOR:
+            return super()._compute_advantage(batch, metrics)
+        fields = [CREDIT_FIELD, "response_mask", *stat_fields()]
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
+        padded = data.to_padded_tensor()  # same rows and padding as the fetch in verl's _compute_advantage
+        metrics.update(summarize({key: padded[key] for key in stat_fields()}))
+        with bind_credit(padded[CREDIT_FIELD].float()):
+            return super()._compute_advantage(batch, metrics)

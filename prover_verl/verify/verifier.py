@@ -1,0 +1,96 @@
+"""Fork-and-continue verification: K continuations from the state before and after a proposed segment."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable
+
+from prover_verl.core import ForkOutcome
+from prover_verl.judge.base import Proposal
+from prover_verl.verify.forks import fork_points, terminal_outcome
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Continuation:
+    """One continuation's outcome and cost."""
+
+    won: bool
+    env_steps: int
+    gen_tokens: int
+
+
+# (fork point as number of actions taken, continuation index) -> the continuation run to the end
+ContinueFn = Callable[[int, int], Awaitable[Continuation]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Verification:
+    """The verified outcomes around a segment and what verifying it cost.
+
+    Attributes:
+        before: Outcomes of the continuations from the state before the segment.
+        after: Outcomes from the state after it (the trajectory's own outcome if the segment ends the episode).
+        env_steps: Environment steps all continuations took.
+        gen_tokens: Tokens all continuations generated.
+        failed: Continuations that raised and were left out of the rates.
+    """
+
+    before: ForkOutcome
+    after: ForkOutcome
+    env_steps: int
+    gen_tokens: int
+    failed: int
+
+    @property
+    def estimate(self) -> float:
+        """``success_rate(after) - success_rate(before)``."""
+        return self.after.rate - self.before.rate
+
+
+class VerificationError(RuntimeError):
+    """Every continuation from a fork point failed, so no rate could be measured."""
+
+
+async def verify_segment(
+    proposal: Proposal, num_turns: int, success: bool, k: int, continue_from: ContinueFn
+) -> Verification:
+    """Measure a segment's advantage with ``k`` continuations from each of its fork points.
+
+    All continuations run concurrently. One that raises is logged, counted in ``failed`` and left out; if all
+    of a fork point's continuations fail, :class:`VerificationError` is raised.
+
+    Args:
+        proposal: The segment (turns of the trajectory that ``continue_from`` forks).
+        num_turns: Turns in that trajectory.
+        success: That trajectory's outcome (used when the segment ends the episode).
+        k: Continuations per fork point.
+        continue_from: Runs one continuation from a fork point to the end of the episode.
+    """
+    points = fork_points(proposal, num_turns)
+    starts = [points.before] * k + ([] if points.after_is_terminal else [points.after] * k)
+    results = await asyncio.gather(*(continue_from(p, i % k) for i, p in enumerate(starts)), return_exceptions=True)
+    outcomes: dict[int, list[Continuation]] = {points.before: [], points.after: []}
+    failed = 0
+    for point, result in zip(starts, results, strict=True):
+        if isinstance(result, BaseException):
+            if not isinstance(result, Exception):
+                raise result  # cancellation and interpreter exits are not continuation failures
+            logger.warning("continuation from turn %d failed: %r", point, result)
+            failed += 1
+        else:
+            outcomes[point].append(result)
+
+    def rate(point: int) -> ForkOutcome:
+        runs = outcomes[point]
+        if not runs:
+            raise VerificationError(f"all {k} continuations from turn {point} failed")
+        return ForkOutcome(sum(r.won for r in runs), len(runs))
+
+    before = rate(points.before)
+    after = terminal_outcome(success) if points.after_is_terminal else rate(points.after)
+    done = [r for runs in outcomes.values() for r in runs]
+    return Verification(before, after, sum(r.env_steps for r in done), sum(r.gen_tokens for r in done), failed)
