@@ -9,15 +9,18 @@ from envs.base import EnvState, TextEnv
 
 # name -> "module:Class"; imported on first use so that one env's heavy dependencies (TextWorld, the JVM)
 # are loaded only by the processes that play it.
-_REGISTRY: dict[str, str] = {
+_REGISTRY: dict[str, str | type[TextEnv]] = {
     "alfworld": "envs.alfworld.env:AlfWorldEnv",
     "searchqa": "envs.searchqa.env:SearchQAEnv",
     "webshop": "envs.webshop.env:WebShopEnv",
 }
 
 
-def register_env(name: str, target: str) -> None:
-    """Register an environment class under ``name``; ``target`` is ``"module:Class"``."""
+def register_env(name: str, target: str | type[TextEnv]) -> None:
+    """Register an environment under ``name``: a class, or ``"module:Class"`` to import on first use.
+
+    Only the string form reaches other processes (a Ray env worker imports the module itself).
+    """
     _REGISTRY[name] = target
 
 
@@ -34,9 +37,11 @@ def make(name: str, **kwargs: Any) -> TextEnv:
     """
     if name not in _REGISTRY:
         raise ValueError(f"unknown environment '{name}'; registered: {', '.join(env_names())}")
-    module_name, _, class_name = _REGISTRY[name].partition(":")
-    cls = getattr(importlib.import_module(module_name), class_name)
-    return cls(**kwargs)
+    target = _REGISTRY[name]
+    if isinstance(target, str):
+        module_name, _, class_name = target.partition(":")
+        target = getattr(importlib.import_module(module_name), class_name)
+    return target(**kwargs)
 
 
 __all__ = ["EnvState", "TextEnv", "env_names", "make", "register_env"]

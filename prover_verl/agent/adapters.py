@@ -69,9 +69,18 @@ class PromptAdapter:
         return lines[-1][:200] if lines else ""
 
 
+_TAGGED = {"alfworld": True, "webshop": True, "searchqa": False}
+
+
+def register_adapter(env_name: str, system: str, tagged_action: bool = True) -> None:
+    """Register the prompting of a new environment family (see :class:`PromptAdapter`)."""
+    _SYSTEMS[env_name] = system
+    _TAGGED[env_name] = tagged_action
+
+
 def make_adapter(env_name: str, max_obs_chars: int = 2000) -> PromptAdapter:
     """Return the adapter of a registered environment family."""
     if env_name not in _SYSTEMS:
         raise ValueError(f"no prompt adapter for environment '{env_name}'; known: {sorted(_SYSTEMS)}")
-    tagged = env_name != "searchqa"
+    tagged = _TAGGED[env_name]
     return PromptAdapter(env_name, _SYSTEMS[env_name], tagged, show_admissible=tagged, max_obs_chars=max_obs_chars)

@@ -101,35 +101,37 @@ class EnvAgentLoop(AgentLoopBase):
     # ------------------------------------------------------------------ rollout
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
         extra = dict(kwargs.get("extra_info") or {})
-        env_name = extra.get("env", self.env_config.name)
-        if "task_id" not in extra:
-            raise ValueError(f"{AGENT_NAME} needs extra_info.task_id in every data row, got keys {sorted(extra)}")
-        adapter = make_adapter(env_name, self.env_config.max_obs_chars)
-        pool = get_env_pool(env_name, self.env_config)
         verify = self.use_prover and bool(extra.get("verify", True))
         uid, session_id = kwargs.get("uid"), kwargs.get("session_id")
         if verify and (uid is None or session_id is None):
             raise RuntimeError("ProVer needs verl's v1 agent-loop worker (rows with uid and session_id)")
-
         try:
-            episode_id, obs, info = await pool.reset(task_id=str(extra["task_id"]))
-            try:
-                conv = await self._initial_conversation(adapter, obs, info)
-                result = await self._play(pool, episode_id, adapter, conv, obs, info, 0, sampling_params, True)
-            finally:
-                await pool.close(episode_id)
-            episode = Episode(int(session_id or 0), info.get("task", ""), conv, result)
-            group = GroupResult()
-            if verify:
-                process = lambda episodes: self._process_group(episodes, pool, adapter, sampling_params, kwargs)  # noqa: E731
-                group = await _rendezvous().submit(
-                    uid, self.group_size, episode, process, timeout_s=4 * self.prover.verify_timeout_s
-                )
+            episode, pool, adapter = await self._rollout(extra, session_id, sampling_params)
         except Exception as err:
-            if verify:
+            if verify:  # siblings must not wait for an episode that will never come
                 _rendezvous().abort(uid, self.group_size, err)
             raise
+        group = GroupResult()
+        if verify:
+            process = lambda episodes: self._process_group(episodes, pool, adapter, sampling_params, kwargs)  # noqa: E731
+            group = await _rendezvous().submit(
+                uid, self.group_size, episode, process, timeout_s=4 * self.prover.verify_timeout_s
+            )
         return self._output(episode, group, verify)
+
+    async def _rollout(self, extra: dict, session_id, sampling_params: dict[str, Any]):
+        if "task_id" not in extra:
+            raise ValueError(f"{AGENT_NAME} needs extra_info.task_id in every data row, got keys {sorted(extra)}")
+        env_name = extra.get("env", self.env_config.name)
+        adapter = make_adapter(env_name, self.env_config.max_obs_chars)
+        pool = get_env_pool(env_name, self.env_config)
+        episode_id, obs, info = await pool.reset(task_id=str(extra["task_id"]))
+        try:
+            conv = await self._initial_conversation(adapter, obs, info)
+            result = await self._play(pool, episode_id, adapter, conv, obs, info, 0, sampling_params, True)
+        finally:
+            await pool.close(episode_id)
+        return Episode(int(session_id or 0), info.get("task", ""), conv, result), pool, adapter
 
     async def _initial_conversation(self, adapter: PromptAdapter, obs: str, info: dict) -> Conversation:
         messages = [

@@ -42,7 +42,7 @@ class PolicyServerBackend(ChatBackend):
         prompt_ids = self.tokenizer.apply_chat_template(
             messages, add_generation_prompt=True, tokenize=True, **self.chat_template_kwargs
         )
-        if isinstance(prompt_ids, dict):  # transformers 5 may return a BatchEncoding
+        if not isinstance(prompt_ids, list):  # transformers 5 returns a BatchEncoding
             prompt_ids = prompt_ids["input_ids"]
         sampling = {"temperature": self.config.temperature, "top_p": 1.0, "max_tokens": self.config.max_tokens}
         output = await asyncio.wait_for(

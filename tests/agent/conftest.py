@@ -1,0 +1,164 @@
+"""A tiny locally trained tokenizer, a scripted rollout server and a toy env, for agent-loop tests on CPU."""
+
+import collections
+import json
+import re
+
+import pytest
+from omegaconf import OmegaConf
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast
+from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+from verl.utils.dataset.rl_dataset import RLHFDataset
+from verl.workers.rollout.replica import TokenOutput
+
+import envs
+from envs.base import EnvState, TextEnv
+from prover_verl.agent.adapters import register_adapter
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+
+
+class ForkRoadEnv(TextEnv):
+    """Turn 0 decides: 'go right' leads to the treasure, 'go left' to a dead end; then 'wait', then 'open'.
+
+    Success iff the path is right, wait, open. Any other action is an invalid step with feedback.
+    """
+
+    name = "forkroad"
+
+    def __init__(self, max_steps: int = 6):
+        super().__init__(max_steps)
+        self._path: list[str] = []
+
+    def task_ids(self):
+        return ["road-0"]
+
+    def _obs(self):
+        n = len(self._path)
+        if n == 0:
+            return "You stand at a fork. Choose: go left or go right."
+        if n == 1:
+            return f"You went {self._path[0].split()[-1]}. You may wait."
+        return "A chest is in front of you. You may open it."
+
+    def _info(self, won=False):
+        return {"won": won, "admissible_actions": None, "task": "find the treasure", "step": len(self._path)}
+
+    def reset(self, *, seed=None, options=None):
+        self._path = []
+        return self._obs(), self._info()
+
+    def step(self, action):
+        expected = {0: ("go left", "go right"), 1: ("wait",), 2: ("open",)}[min(len(self._path), 2)]
+        if action not in expected:
+            self._path.append("invalid")
+            truncated = len(self._path) >= self.max_steps
+            return "Nothing happens.", 0.0, False, truncated, self._info()
+        self._path.append(action)
+        if action == "open":
+            won = self._path[0] == "go right" and "invalid" not in self._path
+            return "The chest opens." if won else "It is empty.", float(won), True, False, self._info(won)
+        return self._obs(), 0.0, False, False, self._info()
+
+    def snapshot(self):
+        return EnvState(self.name, "road-0", len(self._path), tuple(self._path))
+
+    def restore(self, state):
+        self._check_state(state)
+        self._path = list(state.payload)
+        return self._obs(), self._info()
+
+
+envs.register_env("forkroad", ForkRoadEnv)
+register_adapter("forkroad", "Find the treasure. Reply with one action inside <action></action>.")
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    special = ["<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "<|pad|>"]
+    trainer = trainers.BpeTrainer(
+        vocab_size=300, special_tokens=special, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tok.train_from_iterator(["<action>go left</action> go right wait open the chest trajectory turn"] * 4, trainer)
+    hf = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|end|>", pad_token="<|pad|>")
+    hf.chat_template = CHAT_TEMPLATE
+    return hf
+
+
+class ScriptedServer:
+    """Stands in for verl's LLMServerClient: decodes the prompt and answers from a script.
+
+    At the fork the answer alternates right/left per distinct prompt, so n identical prompts get exactly half
+    successes whatever the scheduling order. A judge prompt gets a JSON answer naming turn 0 of the success.
+    """
+
+    def __init__(self, tokenizer, always_right: bool = False):
+        self.tokenizer = tokenizer
+        self.always_right = always_right
+        self.calls = collections.Counter()
+        self.judge_prompts = []
+
+    def _reply(self, text: str, key) -> str:
+        if "You analyse two attempts" in text:
+            self.judge_prompts.append(text)
+            label = "A" if "Trajectory A (SUCCEEDED" in text else "B"
+            return json.dumps({"trajectory": label, "start_turn": 0, "end_turn": 0, "reason": "the fork"})
+        last = re.split(r"<\|user\|>", text)[-1]
+        if "Choose: go left or go right" in last:
+            self.calls[key] += 1
+            right = self.always_right or self.calls[key] % 2 == 1
+            return "<action>go right</action>" if right else "<action>go left</action>"
+        if "You may wait" in last:
+            return "I will <action>wait</action>"
+        return "<think>the chest</think><action>open</action>"
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+        text = self.tokenizer.decode(prompt_ids)
+        reply = self._reply(text, tuple(prompt_ids))
+        return TokenOutput(token_ids=self.tokenizer.encode(reply) + [self.tokenizer.eos_token_id])
+
+
+def make_config(adv_estimator="prover", n=4, k=4, judge="policy", response_length=512, **prover):
+    return OmegaConf.create(
+        {
+            "actor_rollout_ref": {
+                "rollout": {
+                    "prompt_length": 256,
+                    "response_length": response_length,
+                    "n": n,
+                    "calculate_log_probs": False,
+                }
+            },
+            "data": {"apply_chat_template_kwargs": {}},
+            "algorithm": {
+                "adv_estimator": adv_estimator,
+                "norm_adv_by_std_in_grpo": True,
+                "prover": {"k": k, "judge": {"type": judge}, **prover},
+            },
+            "env": {"name": "forkroad", "max_turns": 6},
+        }
+    )
+
+
+@pytest.fixture
+def make_loop(tokenizer):
+    from prover_verl.agent.env_agent_loop import EnvAgentLoop
+
+    def build(config, server):
+        return EnvAgentLoop(
+            trainer_config=DictConfigWrap(config),
+            server_manager=server,
+            tokenizer=tokenizer,
+            processor=None,
+            dataset_cls=RLHFDataset,
+            data_config=DictConfigWrap(config.data),
+        )
+
+    return build

@@ -1,0 +1,130 @@
+"""A full ProVer step on CPU: rollouts, judge proposal, forks, continuations, credit in verl's advantages."""
+
+import asyncio
+
+import numpy as np
+import pytest
+import torch
+from verl import DataProto
+from verl.trainer.ppo.ray_trainer import compute_advantage
+
+from prover_verl.agent import env_agent_loop
+from prover_verl.credit_channel import CREDIT_FIELD, bind_credit
+from prover_verl.metrics import FIELD_PREFIX, STAT_KEYS, summarize
+
+from .conftest import ScriptedServer, make_config  # noqa: F401
+
+
+async def run_group(make_loop, config, server, uid="task-0", n=4, verify=True):
+    loops = [make_loop(config, server) for _ in range(n)]
+    extra = {"env": "forkroad", "task_id": "road-0", "verify": verify}
+    return await asyncio.gather(
+        *(
+            loop.run({"temperature": 1.0}, uid=uid, session_id=i, global_steps=1, extra_info=extra)
+            for i, loop in enumerate(loops)
+        )
+    )
+
+
+def to_batch(outputs):
+    rows = [o.as_dict() for o in outputs]
+    width = max(r["responses"].size(0) for r in rows)
+
+    def pad(key):
+        return torch.stack([torch.nn.functional.pad(r[key], (0, width - r[key].size(0))) for r in rows])
+
+    tensors = {"responses": pad("responses"), "response_mask": pad("response_mask"), CREDIT_FIELD: pad(CREDIT_FIELD)}
+    tensors["token_level_rewards"] = pad("rm_scores")
+    for key in STAT_KEYS:
+        tensors[FIELD_PREFIX + key] = torch.stack([r[FIELD_PREFIX + key] for r in rows])
+    return DataProto.from_dict(tensors=tensors, non_tensors={"uid": np.array(["task-0"] * len(rows), dtype=object)})
+
+
+def policy_runs(mask):
+    runs, start = [], None
+    for i, m in enumerate([*mask.tolist(), 0]):
+        if m and start is None:
+            start = i
+        elif not m and start is not None:
+            runs.append((start, i))
+            start = None
+    return runs
+
+
+async def test_full_prover_step_matches_hand_computation(make_loop, tokenizer):
+    server = ScriptedServer(tokenizer)
+    outputs = await run_group(make_loop, make_config(k=4), server)
+    rewards = [o.reward_score for o in outputs]
+    assert sorted(rewards) == [0.0, 0.0, 1.0, 1.0]  # the fork alternates right/left over identical prompts
+    assert len(server.judge_prompts) == 1  # one judge call for the group, on the policy's own server
+
+    # verification: before turn 0 the K=4 continuations alternate again -> 2/4; after turn 0 (went right) -> 4/4
+    batch = to_batch(outputs)
+    stats = summarize({FIELD_PREFIX + k: batch.batch[FIELD_PREFIX + k] for k in STAT_KEYS})
+    assert stats["prover/groups"] == 1 and stats["prover/groups_with_proposal"] == 1
+    assert stats["prover/verified_positive_rate"] == 1 and stats["prover/mean_estimate"] == pytest.approx(0.5)
+    # main rollouts: 2 successes x 3 steps + 2 failures x 3 steps = 12; continuations: 4 from turn 0 (3 steps
+    # each) + 4 from turn 1 (2 steps each) = 20
+    assert batch.batch[FIELD_PREFIX + "env_steps"].sum() == 12
+    assert stats["prover/verify_env_steps_frac"] == pytest.approx(20 / 12)
+
+    credited = [i for i, o in enumerate(outputs) if any(o.prover_credit)]
+    assert len(credited) == 1 and rewards[credited[0]] == 1.0
+    row = credited[0]
+    mask = batch.batch["response_mask"][row]
+    first_turn = policy_runs(mask)[0]
+    expected_credit = torch.zeros_like(mask, dtype=torch.float32)
+    expected_credit[first_turn[0] : first_turn[1]] = 0.5  # only the policy tokens of turn 0
+    torch.testing.assert_close(batch.batch[CREDIT_FIELD][row], expected_credit)
+
+    config = make_config()
+    with bind_credit(batch.batch[CREDIT_FIELD]):
+        out = compute_advantage(batch, adv_estimator="prover", config=config.algorithm)
+    std = (4 * 0.25 / 3) ** 0.5  # outcomes (1, 1, 0, 0): unbiased std
+    grpo = torch.tensor([(r - 0.5) / (std + 1e-6) for r in rewards])
+    expected = grpo.unsqueeze(-1) * batch.batch["response_mask"]
+    expected[row] += expected_credit / (std + 1e-6)
+    torch.testing.assert_close(out.batch["advantages"], expected, rtol=1e-5, atol=1e-5)
+    assert (out.batch["advantages"][batch.batch["response_mask"] == 0] == 0).all()
+
+
+async def test_grpo_mode_and_validation_rows_do_not_verify(make_loop, tokenizer):
+    for config, verify in [(make_config(adv_estimator="grpo"), True), (make_config(), False)]:
+        server = ScriptedServer(tokenizer)
+        outputs = await run_group(make_loop, config, server, uid=f"plain-{verify}", verify=verify)
+        assert not server.judge_prompts and all(o.prover_credit is None for o in outputs)
+        assert sorted(o.reward_score for o in outputs) == [0.0, 0.0, 1.0, 1.0]
+    assert env_agent_loop._rendezvous().pending() == 0, env_agent_loop._rendezvous()._groups
+
+
+async def test_uniform_group_gets_no_proposal(make_loop, tokenizer):
+    server = ScriptedServer(tokenizer, always_right=True)
+    outputs = await run_group(make_loop, make_config(), server, uid="uniform")
+    assert all(o.reward_score == 1.0 for o in outputs)
+    assert outputs[0].prover_stats["judge_no_pair"] == 1 and not server.judge_prompts
+
+
+async def test_heuristic_judge_and_budget(make_loop, tokenizer):
+    server = ScriptedServer(tokenizer)
+    outputs = await run_group(make_loop, make_config(judge="heuristic"), server, uid="heur")
+    assert outputs[0].prover_stats["positive"] == 1 and not server.judge_prompts
+    env_agent_loop._BUDGET.clear()
+    config = make_config(max_segments_per_step=1)
+    first = await run_group(make_loop, config, ScriptedServer(tokenizer), uid="b1")
+    second = await run_group(make_loop, config, ScriptedServer(tokenizer), uid="b2")
+    assert first[0].prover_stats.get("skipped_budget", 0) == 0
+    assert second[0].prover_stats["skipped_budget"] == 1
+
+
+async def test_a_failing_session_fails_its_siblings_fast(make_loop, tokenizer):
+    server = ScriptedServer(tokenizer)
+    loops = [make_loop(make_config(), server) for _ in range(4)]
+    good = {"env": "forkroad", "task_id": "road-0"}
+    calls = [
+        loop.run({}, uid="broken", session_id=i, global_steps=1, extra_info=good if i else {"env": "forkroad"})
+        for i, loop in enumerate(loops)
+    ]
+    results = await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), timeout=30)
+    assert isinstance(results[0], ValueError) and "task_id" in str(results[0])
+    assert all(isinstance(r, RuntimeError) and "sibling" in str(r) for r in results[1:])
+    assert env_agent_loop._rendezvous().pending() == 0, env_agent_loop._rendezvous()._groups
