@@ -12,8 +12,6 @@ from prover_verl.agent import env_agent_loop
 from prover_verl.credit_channel import CREDIT_FIELD, bind_credit
 from prover_verl.metrics import FIELD_PREFIX, STAT_KEYS, summarize
 
-from .conftest import ScriptedServer, make_config  # noqa: F401
-
 
 async def run_group(make_loop, config, server, uid="task-0", n=4, verify=True):
     loops = [make_loop(config, server) for _ in range(n)]
@@ -51,8 +49,8 @@ def policy_runs(mask):
     return runs
 
 
-async def test_full_prover_step_matches_hand_computation(make_loop, tokenizer):
-    server = ScriptedServer(tokenizer)
+async def test_full_prover_step_matches_hand_computation(make_loop, make_config, scripted_server):
+    server = scripted_server()
     outputs = await run_group(make_loop, make_config(k=4), server)
     rewards = [o.reward_score for o in outputs]
     assert sorted(rewards) == [0.0, 0.0, 1.0, 1.0]  # the fork alternates right/left over identical prompts
@@ -88,36 +86,36 @@ async def test_full_prover_step_matches_hand_computation(make_loop, tokenizer):
     assert (out.batch["advantages"][batch.batch["response_mask"] == 0] == 0).all()
 
 
-async def test_grpo_mode_and_validation_rows_do_not_verify(make_loop, tokenizer):
+async def test_grpo_mode_and_validation_rows_do_not_verify(make_loop, make_config, scripted_server):
     for config, verify in [(make_config(adv_estimator="grpo"), True), (make_config(), False)]:
-        server = ScriptedServer(tokenizer)
+        server = scripted_server()
         outputs = await run_group(make_loop, config, server, uid=f"plain-{verify}", verify=verify)
         assert not server.judge_prompts and all(o.prover_credit is None for o in outputs)
         assert sorted(o.reward_score for o in outputs) == [0.0, 0.0, 1.0, 1.0]
     assert env_agent_loop._rendezvous().pending() == 0, env_agent_loop._rendezvous()._groups
 
 
-async def test_uniform_group_gets_no_proposal(make_loop, tokenizer):
-    server = ScriptedServer(tokenizer, always_right=True)
+async def test_uniform_group_gets_no_proposal(make_loop, make_config, scripted_server):
+    server = scripted_server(always_right=True)
     outputs = await run_group(make_loop, make_config(), server, uid="uniform")
     assert all(o.reward_score == 1.0 for o in outputs)
     assert outputs[0].prover_stats["judge_no_pair"] == 1 and not server.judge_prompts
 
 
-async def test_heuristic_judge_and_budget(make_loop, tokenizer):
-    server = ScriptedServer(tokenizer)
+async def test_heuristic_judge_and_budget(make_loop, make_config, scripted_server):
+    server = scripted_server()
     outputs = await run_group(make_loop, make_config(judge="heuristic"), server, uid="heur")
     assert outputs[0].prover_stats["positive"] == 1 and not server.judge_prompts
     env_agent_loop._BUDGET.clear()
     config = make_config(max_segments_per_step=1)
-    first = await run_group(make_loop, config, ScriptedServer(tokenizer), uid="b1")
-    second = await run_group(make_loop, config, ScriptedServer(tokenizer), uid="b2")
+    first = await run_group(make_loop, config, scripted_server(), uid="b1")
+    second = await run_group(make_loop, config, scripted_server(), uid="b2")
     assert first[0].prover_stats.get("skipped_budget", 0) == 0
     assert second[0].prover_stats["skipped_budget"] == 1
 
 
-async def test_a_failing_session_fails_its_siblings_fast(make_loop, tokenizer):
-    server = ScriptedServer(tokenizer)
+async def test_a_failing_session_fails_its_siblings_fast(make_loop, make_config, scripted_server):
+    server = scripted_server()
     loops = [make_loop(make_config(), server) for _ in range(4)]
     good = {"env": "forkroad", "task_id": "road-0"}
     calls = [

@@ -1,4 +1,4 @@
-"""A tiny locally trained tokenizer, a scripted rollout server and a toy env, for agent-loop tests on CPU."""
+"""Shared test fixtures: a tiny locally trained tokenizer, a scripted rollout server and a toy env (all CPU)."""
 
 import collections
 import json
@@ -162,3 +162,15 @@ def make_loop(tokenizer):
         )
 
     return build
+
+
+@pytest.fixture
+def scripted_server(tokenizer):
+    """Factory of :class:`ScriptedServer` on the test tokenizer."""
+    return lambda **kwargs: ScriptedServer(tokenizer, **kwargs)
+
+
+@pytest.fixture(name="make_config")
+def make_config_fixture():
+    """Factory of a minimal verl config for the ProVer agent loop (see :func:`make_config`)."""
+    return make_config

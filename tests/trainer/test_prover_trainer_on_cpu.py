@@ -1,0 +1,98 @@
+"""ProverTrainerSync._compute_advantage around verl's own, with an in-memory stand-in for TransferQueue."""
+
+import asyncio
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+from tensordict import TensorDict
+from transfer_queue import KVBatchMeta
+from verl.trainer.ppo.v1 import get_trainer_cls, trainer_base
+from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+
+import prover_verl.trainer as prover_trainer
+from prover_verl.credit_channel import CREDIT_FIELD
+
+
+class FakeTransferQueue:
+    """kv_batch_get / kv_batch_put over rows stored the way verl's TQ agent loop stores them."""
+
+    def __init__(self, rows: dict[str, dict]):
+        self.rows = rows
+        self.put = {}
+
+    def kv_batch_get(self, keys, partition_id, select_fields):
+        # fields the step has not produced here (old_log_probs, values, ...) are simply absent
+        return list_of_dict_to_tensordict(
+            [{f: self.rows[k][f] for f in select_fields if f in self.rows[k]} for k in keys]
+        )
+
+    def kv_batch_put(self, keys, partition_id, fields: TensorDict):
+        # iterating a TensorDict walks its rows, hence keys(); nested (jagged) tensors unbind per row
+        columns = {name: fields[name].unbind() for name in fields.keys()}  # noqa: SIM118
+        for i, key in enumerate(keys):
+            self.put[key] = {name: rows[i] for name, rows in columns.items()}
+        return KVBatchMeta(partition_id=partition_id, keys=keys, tags=[{}] * len(keys))
+
+
+def _rows(outputs):
+    rows = {}
+    for i, out in enumerate(outputs):
+        field = out.as_dict()
+        field["uid"] = "task-0"
+        rows[f"task-0_{i}_0"] = field
+    return rows
+
+
+def _trainer(config):
+    trainer = object.__new__(get_trainer_cls("prover_sync"))
+    trainer.config = config
+    return trainer
+
+
+async def _outputs(make_loop, server, config):
+    loops = [make_loop(config, server) for _ in range(4)]
+    extra = {"env": "forkroad", "task_id": "road-0"}
+    return await asyncio.gather(
+        *(loop.run({}, uid="task-0", session_id=i, global_steps=1, extra_info=extra) for i, loop in enumerate(loops))
+    )
+
+
+def _full_config(make_config, adv_estimator):
+    config = make_config(adv_estimator=adv_estimator)
+    extra = {
+        "algorithm": {"gamma": 1.0, "lam": 1.0, "use_kl_in_reward": False, "rollout_correction": None},
+        "trainer": {"v1": {"trainer_mode": "prover_sync"}},
+    }
+    return OmegaConf.merge(config, extra)
+
+
+@pytest.mark.parametrize("adv_estimator", ["prover", "grpo"])
+async def test_compute_advantage_binds_credit_and_logs(
+    monkeypatch, make_loop, make_config, scripted_server, adv_estimator
+):
+    config = _full_config(make_config, adv_estimator)
+    outputs = await _outputs(make_loop, scripted_server(), config)
+    fake = FakeTransferQueue(_rows(outputs))
+    monkeypatch.setattr(trainer_base, "tq", fake)
+    monkeypatch.setattr(prover_trainer, "tq", fake)
+    keys = list(fake.rows)
+    metrics = {}
+    _trainer(config)._compute_advantage(KVBatchMeta(partition_id="train", keys=keys, tags=[{}] * 4), metrics)
+
+    rewards = torch.tensor([o.reward_score for o in outputs])
+    std = rewards.std()
+    for key, out in zip(keys, outputs, strict=True):
+        adv = fake.put[key]["advantages"]
+        mask = torch.tensor(out.response_mask, dtype=torch.float32)
+        expected = (out.reward_score - rewards.mean()) / (std + 1e-6) * mask
+        if adv_estimator == "prover":
+            expected += torch.tensor(out.prover_credit) / (std + 1e-6)
+        torch.testing.assert_close(adv, expected, rtol=1e-5, atol=1e-5)
+    credited = sum(any(o.prover_credit or []) for o in outputs)
+    if adv_estimator == "prover":
+        assert credited == 1
+        assert metrics["prover/verified_positive_rate"] == 1.0 and metrics["prover/mean_credit"] == 0.5
+    else:
+        assert credited == 0 and not any(k.startswith("prover/") for k in metrics)
+    assert CREDIT_FIELD in fake.rows[keys[0]]
