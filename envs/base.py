@@ -88,6 +88,10 @@ class TextEnv(gym.Env, abc.ABC):
             The observation and info at that state, as ``step`` (or ``reset``) returned them then.
         """
 
+    def task_category(self, task_id: str) -> str:
+        """The category a task is reported under in result tables (ALFWorld task type, QA dataset, ...)."""
+        return self.name
+
     def expert_actions(self) -> list[str]:
         """Return actions that solve the current task from ``reset`` (for scripted tests, demos and benchmarks).
 

@@ -140,6 +140,8 @@ class EnvConfig:
         max_turns: Most policy turns per episode.
         max_obs_chars: Observations are cut to this many characters in the prompt.
         call_timeout_s: Timeout of one env call (Ray pool only).
+        eval_log_dir: If set, every validation episode (``extra_info.verify: false``) is logged there as one
+            JSON line, for ``python -m prover_verl.eval.tables``.
     """
 
     name: str = "alfworld"
@@ -148,6 +150,7 @@ class EnvConfig:
     max_turns: int = 50
     max_obs_chars: int = 2000
     call_timeout_s: float = 120.0
+    eval_log_dir: str | None = None
 
     def __post_init__(self):
         p = "env"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import os
 import zlib
@@ -22,6 +23,7 @@ from uuid import uuid4
 import torch
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
 
+from prover_verl.agent import AGENT_NAME
 from prover_verl.agent.adapters import PromptAdapter, make_adapter
 from prover_verl.agent.episode import Conversation, Episode, PlayResult, TurnMark
 from prover_verl.agent.group import GroupRendezvous, GroupResult
@@ -35,7 +37,6 @@ from prover_verl.verify import Continuation, VerificationError, verify_segment
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
 
-AGENT_NAME = "prover_env_agent"
 
 # Process-wide state shared by the agent-loop instances of one verl AgentLoopWorker (one instance per sample).
 _RENDEZVOUS: GroupRendezvous | None = None
@@ -117,6 +118,8 @@ class EnvAgentLoop(AgentLoopBase):
             group = await _rendezvous().submit(
                 uid, self.group_size, episode, process, timeout_s=4 * self.prover.verify_timeout_s
             )
+        if not verify and self.env_config.eval_log_dir:
+            _log_episode(self.env_config.eval_log_dir, extra, episode, kwargs.get("global_steps", -1))
         return self._output(episode, group, verify)
 
     async def _rollout(self, extra: dict, session_id, sampling_params: dict[str, Any]):
@@ -178,6 +181,7 @@ class EnvAgentLoop(AgentLoopBase):
             result.env_steps += 1
             if terminated or truncated:
                 result.won, result.reward = bool(info.get("won", False)), float(reward)
+                result.final_info = info
                 result.stop = "terminated" if terminated else "truncated"
                 break
             await self._append_observation(conv, adapter.observation_message(obs, info))
@@ -326,7 +330,35 @@ class EnvAgentLoop(AgentLoopBase):
             reward_score=episode.result.reward,
             num_turns=2 * episode.num_turns + 1,
             metrics={},
-            extra_fields={"won": episode.result.won, "stop": episode.result.stop},
+            # numeric per-episode outcomes; verl's validation reports their means per data_source
+            extra_fields={"reward_extra_info": _outcome(episode.result)},
             prover_credit=credit,
             prover_stats=stats,
         )
+
+
+def _outcome(result: PlayResult) -> dict[str, float]:
+    """The episode's success and the env's own numeric scores (EM, F1, ...) of its last step."""
+    outcome = {"won": float(result.won), "env_steps": float(result.env_steps)}
+    for key, value in (result.final_info or {}).items():
+        if key not in outcome and isinstance(value, int | float) and not isinstance(value, bool):
+            outcome[key] = float(value)
+    return outcome
+
+
+def _log_episode(log_dir: str, extra: dict, episode: Episode, global_steps) -> None:
+    """Append a validation episode to ``<log_dir>/episodes-<pid>.jsonl`` (one file per process, no interleaving)."""
+    record = {
+        "step": int(global_steps),
+        "env": extra.get("env"),
+        "task_id": str(extra.get("task_id")),
+        "category": extra.get("category"),
+        "split": extra.get("split"),
+        "reward": episode.result.reward,
+        "turns": episode.num_turns,
+        "stop": episode.result.stop,
+        **_outcome(episode.result),
+    }
+    os.makedirs(log_dir, exist_ok=True)
+    with open(os.path.join(log_dir, f"episodes-{os.getpid()}.jsonl"), "a") as f:
+        f.write(json.dumps(record) + "\n")

@@ -71,6 +71,7 @@ class PlayResult:
         actions: Action text per turn.
         marks: Fork point per turn (recorded runs only).
         stop: Why play stopped: ``terminated``, ``truncated`` (env step limit), ``max_turns`` or ``max_tokens``.
+        final_info: The env's info dict of the last step, if the episode ended in the env.
     """
 
     won: bool = False
@@ -80,6 +81,7 @@ class PlayResult:
     actions: list[str] = dataclasses.field(default_factory=list)
     marks: list[TurnMark] = dataclasses.field(default_factory=list)
     stop: str = ""
+    final_info: dict[str, Any] | None = None
 
 
 @dataclasses.dataclass

@@ -1,0 +1,99 @@
+"""Training and validation data for the ProVer agent loop: one parquet row per task of an environment.
+
+``python -m prover_verl.data --env alfworld --out ~/data/prover/alfworld`` lists the tasks of the env's train
+and validation splits and writes ``train.parquet`` and ``val.parquet`` in the row format verl's RLHFDataset
+reads. The agent loop builds its prompts from the environment itself; the ``prompt`` column only names the
+task (verl's dataset requires one). Validation rows carry ``verify: false``, so ProVer never runs on them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import envs
+from prover_verl.agent import AGENT_NAME
+
+DEFAULT_SPLITS = {"alfworld": ("train", "valid_unseen"), "webshop": ("train", "test"), "searchqa": ("train", "test")}
+
+
+def task_rows(
+    env_name: str, split: str, verify: bool, env_kwargs: dict[str, Any], limit: int | None = None
+) -> list[dict]:
+    """One dataset row per task of ``env_name``'s ``split``."""
+    env = envs.make(env_name, split=split, **env_kwargs)
+    task_ids = env.task_ids()[:limit] if limit else env.task_ids()
+    if not task_ids:
+        raise ValueError(f"environment '{env_name}' has no tasks in split '{split}'")
+    rows = []
+    for index, task_id in enumerate(task_ids):
+        category = env.task_category(task_id)
+        rows.append(
+            {
+                "data_source": f"{env_name}/{category}",
+                "prompt": [{"role": "user", "content": f"{env_name} task {task_id}"}],
+                "agent_name": AGENT_NAME,
+                "reward_model": {"style": "env", "ground_truth": ""},
+                "extra_info": {
+                    "env": env_name,
+                    "task_id": str(task_id),
+                    "category": category,
+                    "split": split,
+                    "verify": verify,
+                    "index": index,
+                },
+            }
+        )
+    return rows
+
+
+def write_dataset(
+    env_name: str,
+    out_dir: str | os.PathLike,
+    train_split: str,
+    val_split: str,
+    env_kwargs: dict[str, Any] | None = None,
+    max_train: int | None = None,
+    max_val: int | None = None,
+) -> dict[str, Path]:
+    """Write ``train.parquet`` (ProVer verifies these) and ``val.parquet`` (it never does) to ``out_dir``."""
+    import pandas as pd
+
+    out = Path(out_dir).expanduser()
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for name, split, verify, limit in [("train", train_split, True, max_train), ("val", val_split, False, max_val)]:
+        rows = task_rows(env_name, split, verify, env_kwargs or {}, limit)
+        paths[name] = out / f"{name}.parquet"
+        pd.DataFrame(rows).to_parquet(paths[name])
+        print(f"{env_name}: {len(rows)} {split} tasks -> {paths[name]}")
+    return paths
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", required=True, choices=sorted(DEFAULT_SPLITS))
+    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument("--train-split", default=None)
+    parser.add_argument("--val-split", default=None)
+    parser.add_argument("--env-kwargs", default="{}", help="JSON constructor arguments (e.g. data paths)")
+    parser.add_argument("--max-train", type=int, default=None)
+    parser.add_argument("--max-val", type=int, default=None)
+    args = parser.parse_args(argv)
+    train_split, val_split = DEFAULT_SPLITS[args.env]
+    write_dataset(
+        args.env,
+        args.out,
+        args.train_split or train_split,
+        args.val_split or val_split,
+        json.loads(args.env_kwargs),
+        args.max_train,
+        args.max_val,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Evaluation: the paper-style result tables from logged validation episodes."""

@@ -1,0 +1,182 @@
+"""Paper-style tables from validation episodes logged by the agent loop (``env.eval_log_dir``).
+
+``python -m prover_verl.eval.tables --run GRPO=logs/grpo --run ProVer=logs/prover --baseline GRPO --out results``
+writes ``tables.md`` and one CSV per benchmark:
+
+* ALFWorld: success rate (%) per task type and over all tasks;
+* WebShop: score (mean final reward x 100) and success rate (%);
+* Search-QA: exact match (%) per dataset and their unweighted mean;
+
+and, with ``--baseline``, each run's relative gain over the baseline on each benchmark's headline number
+(ALFWorld all, WebShop success, Search-QA mean EM) and their mean, the form of the paper's summary figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import glob
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+
+ALFWORLD_TYPES = ("pick", "look", "clean", "heat", "cool", "pick2")
+# alfworld task-type directory prefix -> short column name
+ALFWORLD_PREFIX = {
+    "pick_and_place_simple": "pick",
+    "look_at_obj_in_light": "look",
+    "pick_clean_then_place_in_recep": "clean",
+    "pick_heat_then_place_in_recep": "heat",
+    "pick_cool_then_place_in_recep": "cool",
+    "pick_two_obj_and_place": "pick2",
+}
+
+
+def load_episodes(log_dir: str | os.PathLike, step: int | None = None) -> list[dict]:
+    """Read every ``episodes-*.jsonl`` in ``log_dir``; keep the latest step (or ``step``) only."""
+    files = sorted(glob.glob(os.path.join(str(log_dir), "episodes-*.jsonl")))
+    if not files:
+        raise FileNotFoundError(f"no episodes-*.jsonl in {log_dir} (was env.eval_log_dir set for validation?)")
+    records = []
+    for path in files:
+        with open(path) as f:
+            for line_no, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError as err:
+                    raise ValueError(f"{path}:{line_no}: not a JSON episode record ({err})") from None
+    wanted = max(r["step"] for r in records) if step is None else step
+    kept = [r for r in records if r["step"] == wanted]
+    if not kept:
+        raise ValueError(f"{log_dir}: no episodes at step {wanted}")
+    return kept
+
+
+def _pct(values: list[float]) -> float | None:
+    return 100.0 * sum(values) / len(values) if values else None
+
+
+def benchmark_rows(episodes: list[dict]) -> dict[str, dict[str, float | None]]:
+    """Per benchmark, the table columns of one run."""
+    by_env: dict[str, list[dict]] = defaultdict(list)
+    for ep in episodes:
+        by_env[ep["env"]].append(ep)
+    tables: dict[str, dict[str, float | None]] = {}
+    if "alfworld" in by_env:
+        eps = by_env["alfworld"]
+        per_type: dict[str, list[float]] = defaultdict(list)
+        for ep in eps:
+            per_type[ALFWORLD_PREFIX.get(ep["category"], ep["category"])].append(ep["won"])
+        row = {t: _pct(per_type.get(t, [])) for t in ALFWORLD_TYPES}
+        row["all"] = _pct([ep["won"] for ep in eps])
+        tables["alfworld"] = row
+    if "webshop" in by_env:
+        eps = by_env["webshop"]
+        tables["webshop"] = {"score": _pct([ep["reward"] for ep in eps]), "success": _pct([ep["won"] for ep in eps])}
+    if "searchqa" in by_env:
+        per_source: dict[str, list[float]] = defaultdict(list)
+        for ep in by_env["searchqa"]:
+            per_source[ep["category"]].append(ep.get("em", ep["won"]))
+        row = {source: _pct(v) for source, v in sorted(per_source.items())}
+        row["avg"] = sum(row.values()) / len(row)
+        tables["searchqa"] = row
+    return tables
+
+
+HEADLINE = {"alfworld": "all", "webshop": "success", "searchqa": "avg"}
+
+
+def relative_gains(runs: dict[str, dict], baseline: str) -> dict[str, dict[str, float]]:
+    """Relative gain (%) of each run over ``baseline`` on each benchmark's headline number, and their mean."""
+    if baseline not in runs:
+        raise ValueError(f"baseline run '{baseline}' not among {sorted(runs)}")
+    gains = {}
+    for name, tables in runs.items():
+        row = {}
+        for bench, column in HEADLINE.items():
+            base = runs[baseline].get(bench, {}).get(column)
+            value = tables.get(bench, {}).get(column)
+            if base and value is not None:
+                row[bench] = 100.0 * (value - base) / base
+        if row:
+            row["mean"] = sum(row.values()) / len(row)
+        gains[name] = row
+    return gains
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def markdown(runs: dict[str, dict], gains: dict[str, dict] | None = None) -> str:
+    """Markdown tables, one per benchmark present in any run."""
+    out = []
+    for bench in ("alfworld", "webshop", "searchqa"):
+        columns = sorted({c for t in runs.values() for c in t.get(bench, {})}, key=_column_order(bench))
+        if not columns:
+            continue
+        out.append(f"### {bench}\n")
+        out.append("| run | " + " | ".join(columns) + " |")
+        out.append("|---|" + "---|" * len(columns))
+        for name, tables in runs.items():
+            row = tables.get(bench, {})
+            out.append(f"| {name} | " + " | ".join(_fmt(row.get(c)) for c in columns) + " |")
+        out.append("")
+    if gains:
+        columns = [*HEADLINE, "mean"]
+        out.append("### relative gain over the baseline (%)\n")
+        out.append("| run | " + " | ".join(columns) + " |")
+        out.append("|---|" + "---|" * len(columns))
+        for name, row in gains.items():
+            out.append(f"| {name} | " + " | ".join(_fmt(row.get(c)) for c in columns) + " |")
+    return "\n".join(out) + "\n"
+
+
+def _column_order(bench: str):
+    fixed = {"alfworld": [*ALFWORLD_TYPES, "all"], "webshop": ["score", "success"]}.get(bench, [])
+    last = {"searchqa": "avg"}.get(bench)
+    return lambda c: (c == last, fixed.index(c) if c in fixed else len(fixed), c)
+
+
+def write_tables(runs: dict[str, dict], out_dir: str | os.PathLike, baseline: str | None = None) -> Path:
+    """Write ``tables.md`` and ``<benchmark>.csv`` files; returns the Markdown path."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    gains = relative_gains(runs, baseline) if baseline else None
+    md = out / "tables.md"
+    md.write_text(markdown(runs, gains))
+    for bench in ("alfworld", "webshop", "searchqa"):
+        columns = sorted({c for t in runs.values() for c in t.get(bench, {})}, key=_column_order(bench))
+        if not columns:
+            continue
+        with open(out / f"{bench}.csv", "w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["run", *columns])
+            for name, tables in runs.items():
+                writer.writerow([name, *(tables.get(bench, {}).get(c, "") for c in columns)])
+    return md
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Paper-style tables from logged validation episodes.")
+    parser.add_argument("--run", action="append", required=True, help="NAME=LOG_DIR (repeatable)")
+    parser.add_argument("--baseline", default=None, help="run name to report relative gains against")
+    parser.add_argument("--step", type=int, default=None, help="evaluation step to use (default: latest)")
+    parser.add_argument("--out", default="results/tables")
+    args = parser.parse_args(argv)
+    runs = {}
+    for spec in args.run:
+        name, sep, log_dir = spec.partition("=")
+        if not sep:
+            parser.error(f"--run expects NAME=LOG_DIR, got {spec!r}")
+        runs[name] = benchmark_rows(load_episodes(log_dir, args.step))
+    md = write_tables(runs, args.out, args.baseline)
+    print(md.read_text())
+    print(f"written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

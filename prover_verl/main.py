@@ -1,0 +1,46 @@
+"""Training entry point: verl's ``main_ppo`` on the ProVer config (``python -m prover_verl.main``).
+
+Same as ``python -m verl.trainer.main_ppo`` except for the config it starts from
+(``prover_verl/conf/prover_trainer.yaml``: verl's ``ppo_trainer`` plus the ProVer keys), an early check of the
+ProVer and env settings, and ``dry_run=true``, which prints the resolved config and exits before Ray starts.
+"""
+
+from __future__ import annotations
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from prover_verl.config import EnvConfig, ProverConfig
+
+
+def check_config(config: DictConfig) -> None:
+    """Fail fast, naming the key, on a bad ``algorithm.prover`` or ``env`` section or an unknown estimator."""
+    from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    ProverConfig.from_algorithm_config(config.algorithm)
+    EnvConfig.from_mapping(config.get("env"))
+    get_adv_estimator_fn(config.algorithm.adv_estimator)
+    get_trainer_cls(config.trainer.v1.trainer_mode)
+    if config.algorithm.adv_estimator == "prover" and config.trainer.v1.trainer_mode != "prover_sync":
+        raise ValueError("algorithm.adv_estimator=prover needs trainer.v1.trainer_mode=prover_sync")
+
+
+@hydra.main(config_path="conf", config_name="prover_trainer", version_base=None)
+def main(config: DictConfig) -> None:
+    check_config(config)
+    if config.dry_run:
+        print(OmegaConf.to_yaml(config, resolve=True))
+        return
+    from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+    from verl.utils.device import auto_set_device
+
+    auto_set_device(config)
+    validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    run_ppo(config, task_runner_class=TaskRunnerV1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+import json
+
+import pytest
+
+from prover_verl.eval.tables import benchmark_rows, load_episodes, main, relative_gains
+
+
+def ep(env, category, won, reward=None, step=10, **extra):
+    return {"step": step, "env": env, "category": category, "won": float(won), "reward": reward or float(won), **extra}
+
+
+EPISODES = [
+    ep("alfworld", "pick_and_place_simple", 1),
+    ep("alfworld", "pick_and_place_simple", 0),
+    ep("alfworld", "pick_heat_then_place_in_recep", 1),
+    ep("alfworld", "pick_heat_then_place_in_recep", 1, step=5),  # an older evaluation: ignored
+    ep("webshop", "webshop", 0, reward=0.5),
+    ep("webshop", "webshop", 1, reward=1.0),
+    ep("searchqa", "nq_mini", 1, em=1.0),
+    ep("searchqa", "hotpot_mini", 0, em=0.0),
+    ep("searchqa", "hotpot_mini", 1, em=1.0),
+]
+
+
+def write(tmp_path, name, episodes):
+    d = tmp_path / name
+    d.mkdir()
+    (d / "episodes-1.jsonl").write_text("\n".join(json.dumps(e) for e in episodes[:5]) + "\n")
+    (d / "episodes-2.jsonl").write_text("\n".join(json.dumps(e) for e in episodes[5:]) + "\n")
+    return d
+
+
+def test_rows_hand_computed(tmp_path):
+    rows = benchmark_rows(load_episodes(write(tmp_path, "r", EPISODES)))
+    assert rows["alfworld"]["pick"] == 50.0 and rows["alfworld"]["heat"] == 100.0
+    assert rows["alfworld"]["all"] == pytest.approx(200 / 3) and rows["alfworld"]["cool"] is None
+    assert rows["webshop"] == {"score": 75.0, "success": 50.0}
+    assert rows["searchqa"] == {"hotpot_mini": 50.0, "nq_mini": 100.0, "avg": 75.0}
+
+
+def test_relative_gain_and_cli(tmp_path, capsys):
+    base = write(tmp_path, "grpo", EPISODES)
+    better = [dict(e, won=1.0, em=1.0, reward=1.0) if e["env"] != "alfworld" else e for e in EPISODES]
+    prover = write(tmp_path, "prover", better)
+    runs = {"GRPO": benchmark_rows(load_episodes(base)), "ProVer": benchmark_rows(load_episodes(prover))}
+    gains = relative_gains(runs, "GRPO")
+    assert gains["ProVer"]["alfworld"] == 0.0
+    assert gains["ProVer"]["webshop"] == 100.0  # success 50 -> 100
+    assert gains["ProVer"]["searchqa"] == pytest.approx(100 * (100 - 75) / 75)
+    assert gains["ProVer"]["mean"] == pytest.approx((0 + 100 + 100 / 3) / 3)
+    main(["--run", f"GRPO={base}", "--run", f"ProVer={prover}", "--baseline", "GRPO", "--out", str(tmp_path / "o")])
+    md = (tmp_path / "o" / "tables.md").read_text()
+    assert "| ProVer | 0.0 | 100.0 | 33.3 | 44.4 |" in md
+    assert (tmp_path / "o" / "alfworld.csv").read_text().splitlines()[0].startswith("run,pick,look")
+
+
+def test_errors_name_the_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no episodes"):
+        load_episodes(tmp_path)
+    (tmp_path / "episodes-1.jsonl").write_text("{not json\n")
+    with pytest.raises(ValueError, match="episodes-1.jsonl:1"):
+        load_episodes(tmp_path)
