@@ -7,6 +7,9 @@ ProVer and env settings, and ``dry_run=true``, which prints the resolved config 
 
 from __future__ import annotations
 
+import contextlib
+import sys
+
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
@@ -28,17 +31,23 @@ def check_config(config: DictConfig) -> None:
 
 @hydra.main(config_path="conf", config_name="prover_trainer", version_base=None)
 def main(config: DictConfig) -> None:
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
     check_config(config)
+    # verl's own batch-size / parallelism checks are arithmetic on the config: they run without GPUs too. Their
+    # report goes to stderr so that a dry run's stdout is the resolved config alone (valid YAML).
+    with contextlib.redirect_stdout(sys.stderr):
+        validate_config(
+            config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)
+        )
     if config.dry_run:
         print(OmegaConf.to_yaml(config, resolve=True))
         return
     from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
-    from verl.trainer.ppo.utils import need_critic, need_reference_policy
-    from verl.utils.config import validate_config
     from verl.utils.device import auto_set_device
 
     auto_set_device(config)
-    validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
     run_ppo(config, task_runner_class=TaskRunnerV1)
 
 

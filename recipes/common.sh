@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Shared launcher of the recipes: GRPO or ProVer on one environment with Qwen3.5-2B/4B on verl 0.9.1.
+#
+# Sourced by recipes/<env>/run_<method>_qwen3.5_<size>.sh, which set ENV_NAME, ESTIMATOR and MODEL_SIZE.
+# Everything else can be set from the environment:
+#   MODEL_PATH   model directory or hub id        (default: Qwen/Qwen3.5-${MODEL_SIZE})
+#   DATA_DIR     train/val parquet from prover_verl.data (default: ~/data/prover/${ENV_NAME})
+#   ENV_KWARGS   JSON constructor args of the env, e.g. '{"data_dir": "/data/alfworld"}' (default: {})
+#   N_GPUS, NNODES, TOTAL_STEPS, PROJECT, EXPERIMENT, CKPT_DIR, LOGGER
+# Flags: --dry-run prints the resolved verl config and exits (no GPU needed); anything else is passed to hydra.
+set -euo pipefail
+
+: "${ENV_NAME:?set by the recipe}" "${ESTIMATOR:?set by the recipe}" "${MODEL_SIZE:?set by the recipe}"
+MODEL_PATH=${MODEL_PATH:-Qwen/Qwen3.5-${MODEL_SIZE}}
+DATA_DIR=${DATA_DIR:-$HOME/data/prover/${ENV_NAME}}
+ENV_KWARGS=${ENV_KWARGS:-"{}"}
+N_GPUS=${N_GPUS:-8}
+NNODES=${NNODES:-1}
+TOTAL_STEPS=${TOTAL_STEPS:-150}
+PROJECT=${PROJECT:-prover}
+EXPERIMENT=${EXPERIMENT:-${ENV_NAME}_${ESTIMATOR}_qwen3.5_${MODEL_SIZE,,}}
+CKPT_DIR=${CKPT_DIR:-checkpoints/${PROJECT}/${EXPERIMENT}}
+LOGGER=${LOGGER:-"[console,tensorboard]"}
+
+DRY_RUN=false
+EXTRA=()
+for arg in "$@"; do
+  case "$arg" in
+    --dry-run) DRY_RUN=true ;;
+    *) EXTRA+=("$arg") ;;
+  esac
+done
+
+# Per-environment episode budget (turns, tokens) and batch shape.
+case "$ENV_NAME" in
+  alfworld) MAX_TURNS=50; PROMPT_LEN=2048; RESPONSE_LEN=8192; BATCH=16; GROUP=8 ;;
+  webshop)  MAX_TURNS=15; PROMPT_LEN=2048; RESPONSE_LEN=6144; BATCH=16; GROUP=8 ;;
+  searchqa) MAX_TURNS=4;  PROMPT_LEN=1024; RESPONSE_LEN=4096; BATCH=64; GROUP=5 ;;
+  *) echo "unknown ENV_NAME=$ENV_NAME" >&2; exit 2 ;;
+esac
+case "$MODEL_SIZE" in
+  2B) MICRO=4; TP=1 ;;
+  4B) MICRO=2; TP=1 ;;
+  *) echo "unknown MODEL_SIZE=$MODEL_SIZE" >&2; exit 2 ;;
+esac
+
+exec python3 -m prover_verl.main \
+  dry_run="$DRY_RUN" \
+  algorithm.adv_estimator="$ESTIMATOR" \
+  data.train_files="$DATA_DIR/train.parquet" \
+  data.val_files="$DATA_DIR/val.parquet" \
+  data.train_batch_size="$BATCH" \
+  data.max_prompt_length="$PROMPT_LEN" \
+  data.max_response_length="$RESPONSE_LEN" \
+  +data.apply_chat_template_kwargs.enable_thinking=false \
+  actor_rollout_ref.model.path="$MODEL_PATH" \
+  actor_rollout_ref.actor.optim.lr=1e-6 \
+  actor_rollout_ref.actor.ppo_mini_batch_size="$BATCH" \
+  actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu="$MICRO" \
+  actor_rollout_ref.actor.use_kl_loss=true \
+  actor_rollout_ref.actor.kl_loss_coef=0.01 \
+  actor_rollout_ref.rollout.n="$GROUP" \
+  actor_rollout_ref.rollout.tensor_model_parallel_size="$TP" \
+  actor_rollout_ref.rollout.gpu_memory_utilization=0.6 \
+  actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu="$MICRO" \
+  actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu="$MICRO" \
+  env.name="$ENV_NAME" \
+  env.kwargs="$ENV_KWARGS" \
+  env.max_turns="$MAX_TURNS" \
+  env.pool_workers=4 \
+  trainer.n_gpus_per_node="$N_GPUS" \
+  trainer.nnodes="$NNODES" \
+  trainer.total_training_steps="$TOTAL_STEPS" \
+  trainer.project_name="$PROJECT" \
+  trainer.experiment_name="$EXPERIMENT" \
+  trainer.default_local_dir="$CKPT_DIR" \
+  trainer.logger="$LOGGER" \
+  trainer.save_freq=25 \
+  trainer.test_freq=25 \
+  "${EXTRA[@]+"${EXTRA[@]}"}"

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Evaluate trained checkpoints on an environment's validation split and write the paper-style tables.
+#
+# Usage: bash recipes/eval/run_eval.sh ENV NAME=CHECKPOINT_DIR [NAME=CHECKPOINT_DIR ...]
+#   e.g. bash recipes/eval/run_eval.sh alfworld GRPO=checkpoints/prover/alfworld_grpo_qwen3.5_2b/global_step_150 \
+#                                              ProVer=checkpoints/prover/alfworld_prover_qwen3.5_2b/global_step_150
+# Each checkpoint runs verl with trainer.val_only=true (one greedy episode per validation task) and the agent
+# loop logs every episode to $OUT/logs/NAME; prover_verl.eval.tables then writes $OUT/tables.md and CSVs.
+# Variables: MODEL_SIZE (2B), BASELINE (GRPO), OUT (results/eval/ENV), plus those of recipes/common.sh.
+set -euo pipefail
+[ $# -ge 2 ] || { sed -n 2,10p "$0"; exit 2; }
+EVAL_ENV=$1; shift
+OUT=${OUT:-results/eval/$EVAL_ENV}
+RUNS=()
+for spec in "$@"; do
+  name=${spec%%=*}; ckpt=${spec#*=}
+  [ -d "$ckpt" ] || { echo "no checkpoint directory: $ckpt" >&2; exit 2; }
+  rm -rf "$OUT/logs/$name"
+  (
+    ENV_NAME=$EVAL_ENV ESTIMATOR=grpo MODEL_SIZE=${MODEL_SIZE:-2B} EXPERIMENT=eval_${EVAL_ENV}_${name}
+    source "$(dirname "$0")/../common.sh" \
+      trainer.val_only=true trainer.val_before_train=true \
+      trainer.resume_mode=resume_path trainer.resume_from_path="$ckpt" \
+      actor_rollout_ref.rollout.val_kwargs.n=1 actor_rollout_ref.rollout.val_kwargs.do_sample=false \
+      env.eval_log_dir="$OUT/logs/$name"
+  )
+  RUNS+=(--run "$name=$OUT/logs/$name")
+done
+BASELINE=${BASELINE:-GRPO}
+BASELINE_ARGS=()
+for spec in "$@"; do [ "${spec%%=*}" = "$BASELINE" ] && BASELINE_ARGS=(--baseline "$BASELINE"); done
+python3 -m prover_verl.eval.tables "${RUNS[@]}" "${BASELINE_ARGS[@]+"${BASELINE_ARGS[@]}"}" --out "$OUT"
