@@ -1,0 +1,53 @@
+"""A demo-only judge of known accuracy: the true pivotal turn with probability ``accuracy``, else a random turn.
+
+It exists to measure what the verifier does with a judge that is right, half right or useless (``accuracy=0``
+is a uniformly random judge); it needs the task's true pivotal turn, which only a synthetic env can give.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+
+from prover_verl.config import SEGMENT_SIDES
+from prover_verl.judge import Proposal, Trajectory, pick_pair
+from prover_verl.judge.base import Judge
+
+
+class NoisyPivotJudge(Judge):
+    """Proposes a one-turn segment of a drawn success/failure pair: the pivotal turn, or a uniformly random turn.
+
+    Args:
+        accuracy: Probability of proposing the true pivotal turn, in [0, 1].
+        pivots: Pivotal turn per task instruction (:attr:`Trajectory.task`).
+        segment_side: Which trajectory of the pair the segment lies in (``success``, ``failure`` or ``any``).
+        seed: Seeds the pair draw, the side draw and the judge's errors.
+    """
+
+    def __init__(self, accuracy: float, pivots: Mapping[str, int], segment_side: str = "success", seed: int = 0):
+        if not 0.0 <= accuracy <= 1.0:
+            raise ValueError(f"judge accuracy must lie in [0, 1], got {accuracy}")
+        if segment_side not in SEGMENT_SIDES:
+            raise ValueError(f"segment_side must be one of {SEGMENT_SIDES}, got {segment_side!r}")
+        self.accuracy = accuracy
+        self.pivots = dict(pivots)
+        self.segment_side = segment_side
+        self.rng = random.Random(seed)
+
+    async def propose(self, group: Sequence[Trajectory]) -> tuple[Proposal | None, str]:
+        return self.propose_now(group)
+
+    def propose_now(self, group: Sequence[Trajectory]) -> tuple[Proposal | None, str]:
+        """Synchronous :meth:`propose`."""
+        pair = pick_pair(group, self.rng)
+        if pair is None:
+            return None, "no_pair"
+        side = self.segment_side if self.segment_side != "any" else self.rng.choice(["success", "failure"])
+        target = pair[0] if side == "success" else pair[1]
+        if target.task not in self.pivots:
+            raise KeyError(f"no pivotal turn known for task {target.task!r}")
+        if self.rng.random() < self.accuracy:
+            turn, reason = self.pivots[target.task], "the true pivotal turn"
+        else:
+            turn, reason = self.rng.randrange(target.num_turns), "a uniformly random turn"
+        return Proposal(target.traj_id, turn, turn, reason=reason), "ok"
