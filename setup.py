@@ -7,7 +7,13 @@ setup(
     version="0.1.0",
     description="ProVer: propose-and-verify credit assignment on top of GRPO, for verl",
     packages=find_packages(include=["prover_verl", "prover_verl.*", "envs", "envs.*"]),
-    package_data={"": ["*.yaml", "*.json", "*.jsonl", "*.pddl", "*.twl2", "*.tw-pddl", "*.txt"]},
+    # the shipped env data lives in nested folders (ALFWorld's json_2.1.1/<split>/<task>/<trial>/)
+    package_data={
+        "prover_verl": ["conf/*.yaml"],
+        "envs.alfworld": ["data/**/*"],
+        "envs.searchqa": ["data/**/*"],
+        "envs.webshop": ["data/**/*"],
+    },
     include_package_data=True,
     python_requires=">=3.10,<3.13",
     install_requires=[

@@ -70,7 +70,10 @@ class TextEnv(gym.Env, abc.ABC):
 
         Returns:
             The first observation and the info dict.
+
+        Subclasses call ``super().reset(seed=seed)`` first: that seeds ``self.np_random`` (gymnasium).
         """
+        super().reset(seed=seed)
 
     @abc.abstractmethod
     def step(self, action: str) -> StepReturn:

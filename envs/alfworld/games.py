@@ -1,0 +1,124 @@
+"""Where ALFWorld games are and which of them are played: the data root and ALFWorld's own game discovery.
+
+The data root is what ``ALFWORLD_DATA`` names in ALFWorld: it holds ``json_2.1.1/<split>/`` with one folder per
+trial, each with ``traj_data.json`` and ``game.tw-pddl``. Games are collected the way ALFWorld's
+``AlfredTWEnv.collect_game_files`` collects them: movable-receptacle and sliced trials, unknown task types,
+trials without a game file and games not marked solvable are skipped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+from pathlib import Path
+
+# ALFWorld's task types (alfworld.agents.environment.alfred_tw_env.TASK_TYPES), in its numbering order.
+TASK_TYPES = (
+    "pick_and_place_simple",
+    "look_at_obj_in_light",
+    "pick_clean_then_place_in_recep",
+    "pick_heat_then_place_in_recep",
+    "pick_cool_then_place_in_recep",
+    "pick_two_obj_and_place",
+)
+SPLITS = ("train", "valid_seen", "valid_unseen")
+SHIPPED_DATA = Path(__file__).resolve().parent / "data"
+JSON_DIR = "json_2.1.1"
+# Importing alfworld sets ALFWORLD_DATA to this folder when it is unset (alfworld/info.py).
+_ALFWORLD_DEFAULT = os.path.expanduser("~/.cache/alfworld")
+_GAME_KEYS = ("pddl_domain", "grammar", "pddl_problem")
+
+
+@dataclasses.dataclass(frozen=True)
+class GameInfo:
+    """One playable game.
+
+    Attributes:
+        task_id: The trial folder relative to the split folder (``<task>-<obj>-...-<scene>/trial_T...``).
+        path: Absolute path of its ``game.tw-pddl``.
+        task_type: One of :data:`TASK_TYPES`.
+    """
+
+    task_id: str
+    path: str
+    task_type: str
+
+
+def resolve_data_dir(data_dir: str | os.PathLike | None) -> Path:
+    """The data root: ``data_dir``, else ``$ALFWORLD_DATA``, else the games shipped with this package.
+
+    ``$ALFWORLD_DATA`` equal to ALFWorld's default (``~/.cache/alfworld``, which importing alfworld sets when
+    the variable is unset) counts only if it holds ``json_2.1.1``.
+    """
+    if data_dir is not None:
+        return Path(data_dir).expanduser()
+    env = os.environ.get("ALFWORLD_DATA")
+    if env and not (os.path.abspath(os.path.expanduser(env)) == _ALFWORLD_DEFAULT and not _has_json(env)):
+        return Path(env).expanduser()
+    return SHIPPED_DATA
+
+
+def _has_json(root: str) -> bool:
+    return os.path.isdir(os.path.join(os.path.expanduser(root), JSON_DIR))
+
+
+def _read_json(path: str) -> dict:
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f"cannot read ALFWorld file {path}: {err}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"ALFWorld file {path} does not hold a JSON object")
+    return data
+
+
+def discover_games(data_dir: str | os.PathLike, split: str) -> dict[str, GameInfo]:
+    """The games of ``split`` under the data root ``data_dir``, by task id (sorted).
+
+    Raises:
+        FileNotFoundError: the data root or its ``json_2.1.1/<split>`` folder does not exist.
+        ValueError: a ``traj_data.json`` or ``game.tw-pddl`` is malformed, or the split has no playable game.
+    """
+    return dict(_discover(str(Path(data_dir).expanduser().resolve()), split))
+
+
+@functools.lru_cache(maxsize=8)
+def _discover(root: str, split: str) -> tuple[tuple[str, GameInfo], ...]:
+    # Cached per process: every env of a pool worker lists the same split, which reads every game file.
+    if not os.path.isdir(root):
+        raise FileNotFoundError(f"ALFWorld data directory {root} does not exist")
+    split_dir = os.path.join(root, JSON_DIR, split)
+    if not os.path.isdir(split_dir):
+        raise FileNotFoundError(
+            f"ALFWorld data directory {root} has no split folder {split_dir} (expected {JSON_DIR}/<split>/, "
+            f"splits {', '.join(SPLITS)})"
+        )
+    games = []
+    for folder, _, files in os.walk(split_dir):
+        if "traj_data.json" not in files:
+            continue
+        task_id = Path(folder).relative_to(split_dir).as_posix()
+        if "movable" in task_id or "Sliced" in task_id:
+            continue  # not supported by ALFWorld's text engine
+        traj_data = _read_json(os.path.join(folder, "traj_data.json"))
+        task_type = traj_data.get("task_type")
+        if not isinstance(task_type, str):
+            raise ValueError(f"ALFWorld file {os.path.join(folder, 'traj_data.json')} has no 'task_type'")
+        if task_type not in TASK_TYPES:
+            continue
+        game_path = os.path.join(folder, "game.tw-pddl")
+        if not os.path.exists(game_path):
+            continue
+        game_data = _read_json(game_path)
+        missing = [key for key in _GAME_KEYS if not isinstance(game_data.get(key), str)]
+        if missing:
+            raise ValueError(f"ALFWorld game {game_path} lacks {', '.join(missing)}")
+        if not game_data.get("solvable"):
+            continue  # ALFWorld skips games whose 'solvable' is missing or false
+        games.append((task_id, GameInfo(task_id, game_path, task_type)))
+    if not games:
+        raise ValueError(f"ALFWorld split folder {split_dir} has no playable game")
+    return tuple(sorted(games))

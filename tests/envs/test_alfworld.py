@@ -1,0 +1,349 @@
+"""ALFWorld env: expert episodes per task type, exact fork (native and replay, across processes), data loading."""
+
+import json
+import os
+import pickle
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import envs
+from envs.alfworld import generate
+from envs.alfworld.engine import EngineCache
+from envs.alfworld.env import AlfWorldEnv
+from envs.alfworld.games import SHIPPED_DATA, TASK_TYPES, resolve_data_dir
+from envs.base import EnvState
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def env():
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("ALFWORLD_DATA", raising=False)
+        return AlfWorldEnv()
+
+
+@pytest.fixture(scope="module")
+def replay_env():
+    return AlfWorldEnv(data_dir=SHIPPED_DATA, restore_method="replay")
+
+
+def first_of(env, task_type):
+    return next(t for t in env.task_ids() if env.task_type(t) == task_type)
+
+
+def random_walk(env, info, n, seed):
+    """From ``info``, ``n`` actions chosen among the admissible ones, every fourth one (from the third) invalid.
+
+    Returns the actions and what each ``step`` returned; stops early when the episode ends.
+    """
+    rng = random.Random(seed)
+    actions, results = [], []
+    for i in range(n):
+        action = "dance with the fridge" if i % 4 == 2 else rng.choice(info["admissible_actions"])
+        result = env.step(action)
+        actions.append(action)
+        results.append(result)
+        info = result[4]
+        if result[2] or result[3]:
+            break
+    return actions, results
+
+
+def walk_to_fork(env, task_id, n, seed):
+    """Reset to ``task_id``, take ``n`` random steps; return the snapshot and the (obs, info) it was taken at."""
+    obs, info = env.reset(options={"task_id": task_id})
+    _, results = random_walk(env, info, n, seed)
+    if results:
+        obs, info = results[-1][0], results[-1][4]
+    return env.snapshot(), (obs, info)
+
+
+# ---------------------------------------------------------------- tasks and episodes
+def test_shipped_splits_cover_every_task_type(env):
+    valid = AlfWorldEnv(data_dir=SHIPPED_DATA, split="valid_unseen")
+    for split_env in (env, valid):
+        types = [split_env.task_type(t) for t in split_env.task_ids()]
+        assert sorted(set(types)) == sorted(TASK_TYPES)
+        assert all(split_env.task_category(t) == split_env.task_type(t) for t in split_env.task_ids())
+    assert not set(env.task_ids()) & set(valid.task_ids())
+    assert env.data_dir == SHIPPED_DATA
+    with pytest.raises(ValueError, match="unknown ALFWorld task 'nope'"):
+        env.task_type("nope")
+
+
+def test_registry_builds_the_env():
+    made = envs.make("alfworld", data_dir=SHIPPED_DATA, max_steps=7)
+    assert isinstance(made, AlfWorldEnv) and made.max_steps == 7 and made.name == "alfworld"
+
+
+@pytest.mark.parametrize("task_type", TASK_TYPES)
+def test_expert_actions_win_each_task_type(env, task_type):
+    task_id = first_of(env, task_type)
+    obs, info = env.reset(options={"task_id": task_id})
+    assert obs.startswith("-= Welcome to TextWorld, ALFRED! =-")
+    assert "Your task is to: " + info["task"] in obs
+    assert info["won"] is False and info["step"] == 0 and "look" in info["admissible_actions"]
+    expert = env.expert_actions()
+    assert expert and all(isinstance(a, str) for a in expert)
+    for i, action in enumerate(expert):
+        assert action in info["admissible_actions"]
+        obs, reward, terminated, truncated, info = env.step(action)
+        last = i == len(expert) - 1
+        assert (reward, terminated, info["won"]) == ((1.0, True, True) if last else (0.0, False, False))
+        assert not truncated and info["step"] == i + 1
+    with pytest.raises(RuntimeError, match="is over"):
+        env.step("look")
+
+
+def test_reset_by_seed_is_reproducible(env):
+    first = env.reset(seed=3)
+    assert env.reset(seed=3) == first
+    assert len({env.reset(seed=s)[0] for s in range(8)}) > 1
+
+
+def test_invalid_action_gets_feedback_and_counts_as_a_step(env):
+    _, info = env.reset(options={"task_id": env.task_ids()[0]})
+    obs, reward, terminated, truncated, after = env.step("dance with the fridge")
+    assert obs == "Nothing happens."
+    assert (reward, terminated, truncated, after["step"], after["won"]) == (0.0, False, False, 1, False)
+    assert after["admissible_actions"] == info["admissible_actions"]
+
+
+def test_truncation_at_max_steps():
+    short = AlfWorldEnv(data_dir=SHIPPED_DATA, max_steps=3)
+    short.reset(options={"task_id": short.task_ids()[0]})
+    flags = [short.step("look")[2:4] for _ in range(3)]
+    assert flags == [(False, False), (False, False), (False, True)]
+    with pytest.raises(RuntimeError, match="is over"):
+        short.step("look")
+    assert AlfWorldEnv(data_dir=SHIPPED_DATA).max_steps == 50
+
+
+def test_calls_before_reset_fail():
+    fresh = AlfWorldEnv(data_dir=SHIPPED_DATA)
+    for call in (lambda: fresh.step("look"), fresh.snapshot, fresh.expert_actions):
+        with pytest.raises(RuntimeError, match="call reset"):
+            call()
+
+
+# ---------------------------------------------------------------- snapshot / restore
+@pytest.mark.parametrize("task_type", ["pick_two_obj_and_place", "look_at_obj_in_light"])
+def test_restore_reproduces_state_and_transitions(env, replay_env, task_type):
+    state, at_snapshot = walk_to_fork(env, first_of(env, task_type), 3, seed=11)
+    facts = env._engine.facts()  # TextWorld's Python-side facts, next to fast-downward's state
+    actions, expected = random_walk(env, at_snapshot[1], 8, seed=12)
+    assert len(actions) == 8 and "Nothing happens." in [r[0] for r in expected]
+
+    other = AlfWorldEnv(data_dir=SHIPPED_DATA)  # another instance of the same process
+    for target in (env, other, replay_env, env):  # the last one restores the same state a second time
+        assert target.restore(state) == at_snapshot
+        assert target._engine.facts() == facts
+        assert [target.step(a) for a in actions] == expected
+    assert pickle.loads(pickle.dumps(state)) == state
+    assert len(pickle.dumps(state)) < 4096
+
+
+def test_restore_of_start_and_of_a_won_state(env):
+    task_id = first_of(env, "pick_heat_then_place_in_recep")
+    start = env.reset(options={"task_id": task_id})
+    initial = env.snapshot()
+    for action in env.expert_actions():
+        won = env.step(action)
+    final = env.snapshot()
+    assert env.restore(initial) == start
+    assert env.restore(final) == (won[0], won[4]) and won[4]["won"]
+    with pytest.raises(RuntimeError, match="is over"):
+        env.step("look")
+
+
+def test_native_restore_after_other_games_and_resets(env):
+    task_id = first_of(env, "pick_clean_then_place_in_recep")
+    state, at_snapshot = walk_to_fork(env, task_id, 4, seed=5)
+    actions, expected = random_walk(env, at_snapshot[1], 4, seed=6)
+    walk_to_fork(env, first_of(env, "pick_cool_then_place_in_recep"), 3, seed=7)
+    walk_to_fork(env, task_id, 5, seed=8)  # same game again: rewound, not reloaded
+    assert env.restore(state) == at_snapshot
+    assert [env.step(a) for a in actions] == expected
+
+
+CHILD = """
+import pickle, sys
+from envs.alfworld.env import AlfWorldEnv
+
+state, actions, method = pickle.loads(sys.stdin.buffer.read())
+child = AlfWorldEnv(restore_method=method)
+restored = child.restore(state)
+sys.stdout.buffer.write(pickle.dumps((restored, [child.step(a) for a in actions])))
+"""
+
+
+def test_restore_in_another_process(env):
+    state, at_snapshot = walk_to_fork(env, first_of(env, "pick_and_place_simple"), 2, seed=21)
+    actions, expected = random_walk(env, at_snapshot[1], 5, seed=22)
+    child_env = {k: v for k, v in os.environ.items() if k != "ALFWORLD_DATA"}
+    child_env["PYTHONHASHSEED"] = "12345"  # another hash seed than ours: the state may not depend on it
+    for method in ("native", "replay"):
+        done = subprocess.run(
+            [sys.executable, "-c", CHILD],
+            input=pickle.dumps((state, actions, method)),
+            capture_output=True,
+            cwd=REPO,
+            env=child_env,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr.decode()[-2000:]
+        assert pickle.loads(done.stdout) == (at_snapshot, expected)
+
+
+def test_restore_rejects_bad_states(env):
+    env.reset(options={"task_id": env.task_ids()[0]})
+    env.step("look")
+    state = env.snapshot()
+    with pytest.raises(ValueError, match="cannot restore a 'toy' state"):
+        env.restore(EnvState("toy", state.task_id, 1, state.payload))
+    with pytest.raises(ValueError, match="unknown ALFWorld task"):
+        env.restore(EnvState("alfworld", "nope", 1, state.payload))
+    with pytest.raises(ValueError, match="malformed"):
+        env.restore(EnvState("alfworld", state.task_id, 1, "garbage"))
+    with pytest.raises(ValueError, match="malformed"):
+        env.restore(EnvState("alfworld", state.task_id, 2, state.payload))
+    with pytest.raises(ValueError, match="max_steps=3"):
+        AlfWorldEnv(data_dir=SHIPPED_DATA, max_steps=3).restore(
+            EnvState("alfworld", state.task_id, 4, {**state.payload, "actions": ("look",) * 4, "ops": (0,) * 4})
+        )
+
+
+def test_replay_detects_a_state_that_does_not_match_the_game(env):
+    env.reset(options={"task_id": env.task_ids()[0]})
+    env.step("look")
+    state = env.snapshot()
+    forged = EnvState("alfworld", state.task_id, 1, {**state.payload, "digest": "other", "obs": "You win."})
+    with pytest.raises(RuntimeError, match="another observation"):
+        env.restore(forged)
+
+
+def test_engine_cache_prefers_the_loaded_game(env):
+    cache = EngineCache(max_engines=2)
+    game_a, game_b, game_c = (env.game_file(t) for t in env.task_ids()[:3])
+    first, second = cache.acquire(game_a), cache.acquire(game_b)
+    assert first is not second and len(cache) == 0 and cache.built == 2
+    first.start(game_a)
+    second.start(game_b)
+    cache.release(first)
+    cache.release(second)
+    assert cache.acquire(game_a) is first  # it has the game loaded, although released first
+    cache.release(first)
+    assert cache.acquire(game_c) is second and cache.built == 2  # at max_engines: the least recently released
+    assert second.start(game_c).feedback != first.start(game_a).feedback
+    assert cache.acquire(game_a) is first
+    third = cache.acquire(game_a)  # none idle: a new one, even past max_engines
+    assert third not in (first, second) and cache.built == 3
+
+
+# ---------------------------------------------------------------- data
+def make_trial(root, split, dirname, game_data, task_type):
+    trial = root / "json_2.1.1" / split / dirname / "trial_T20190101_000000_000000"
+    trial.mkdir(parents=True)
+    (trial / "traj_data.json").write_text(json.dumps({"task_type": task_type}))
+    if game_data is not None:
+        (trial / "game.tw-pddl").write_text(json.dumps(game_data))
+    return trial
+
+
+def test_official_layout_loader(env, tmp_path, monkeypatch):
+    task_id = first_of(env, "pick_and_place_simple")
+    game = json.loads(Path(env.game_file(task_id)).read_text())
+    kept = make_trial(tmp_path, "valid_seen", "pick_and_place_simple-X-None-Y-1", game, "pick_and_place_simple")
+    # What ALFWorld's loader skips: movable and sliced trials, other task types, no game, unsolvable games.
+    make_trial(tmp_path, "valid_seen", "pick_and_place_with_movable_recep-X-Y-Z-1", game, "pick_and_place_simple")
+    make_trial(tmp_path, "valid_seen", "pick_and_place_simple-AppleSliced-None-Y-1", game, "pick_and_place_simple")
+    make_trial(tmp_path, "valid_seen", "other-X-None-Y-1", game, "some_new_task_type")
+    make_trial(tmp_path, "valid_seen", "no_game-X-None-Y-1", None, "pick_and_place_simple")
+    make_trial(tmp_path, "valid_seen", "unsolvable-X-None-Y-1", {**game, "solvable": False}, "pick_and_place_simple")
+    unmarked = {k: v for k, v in game.items() if k != "solvable"}
+    make_trial(tmp_path, "valid_seen", "unmarked-X-None-Y-1", unmarked, "pick_and_place_simple")
+    monkeypatch.setenv("ALFWORLD_DATA", str(tmp_path))
+    official = AlfWorldEnv(split="valid_seen")
+    assert official.data_dir == tmp_path
+    assert official.task_ids() == [kept.relative_to(tmp_path / "json_2.1.1" / "valid_seen").as_posix()]
+    assert official.task_type(official.task_ids()[0]) == "pick_and_place_simple"
+    official.reset(options={"task_id": official.task_ids()[0]})
+    assert official.step(official.expert_actions()[0])[0].startswith("You arrive at")
+
+
+def test_data_dir_resolution(tmp_path, monkeypatch):
+    monkeypatch.delenv("ALFWORLD_DATA", raising=False)
+    assert resolve_data_dir(None) == SHIPPED_DATA
+    # alfworld sets ALFWORLD_DATA to its download folder when unset; without data there it is not meant.
+    monkeypatch.setenv("ALFWORLD_DATA", os.path.expanduser("~/.cache/alfworld"))
+    if not os.path.isdir(os.path.expanduser("~/.cache/alfworld/json_2.1.1")):
+        assert resolve_data_dir(None) == SHIPPED_DATA
+    monkeypatch.setenv("ALFWORLD_DATA", str(tmp_path))
+    assert resolve_data_dir(None) == tmp_path
+    assert resolve_data_dir(tmp_path / "x") == tmp_path / "x"
+
+
+def test_bad_data_dirs_fail_naming_the_path(env, tmp_path, monkeypatch):
+    missing = tmp_path / "nowhere"
+    with pytest.raises(FileNotFoundError, match=re.escape(str(missing))):
+        AlfWorldEnv(data_dir=missing)
+    monkeypatch.setenv("ALFWORLD_DATA", str(missing))
+    with pytest.raises(FileNotFoundError, match=re.escape(str(missing))):
+        AlfWorldEnv()
+    with pytest.raises(FileNotFoundError, match=re.escape(str(tmp_path / "json_2.1.1" / "train"))):
+        AlfWorldEnv(data_dir=tmp_path)
+    empty = tmp_path / "json_2.1.1" / "valid_seen"
+    empty.mkdir(parents=True)
+    with pytest.raises(ValueError, match=re.escape(f"{empty} has no playable game")):
+        AlfWorldEnv(data_dir=tmp_path, split="valid_seen")
+    broken = make_trial(tmp_path / "b", "train", "pick_and_place_simple-X-None-Y-1", None, "pick_and_place_simple")
+    (broken / "game.tw-pddl").write_text("{not json")
+    with pytest.raises(ValueError, match=re.escape(str(broken / "game.tw-pddl"))):
+        AlfWorldEnv(data_dir=tmp_path / "b")
+    (broken / "game.tw-pddl").write_text(json.dumps({"solvable": True}))
+    with pytest.raises(ValueError, match="lacks pddl_domain, grammar, pddl_problem"):
+        AlfWorldEnv(data_dir=tmp_path / "b")
+    game = json.loads(Path(env.game_file(env.task_ids()[0])).read_text())
+    (broken / "game.tw-pddl").write_text(json.dumps({**game, "pddl_problem": "(define (problem broken"}))
+    unplayable = AlfWorldEnv(data_dir=tmp_path / "b")
+    with pytest.raises(ValueError, match=re.escape(f"cannot load ALFWorld game {broken / 'game.tw-pddl'}")):
+        unplayable.reset()
+    with pytest.raises(ValueError, match="restore_method"):
+        AlfWorldEnv(restore_method="copy")
+
+
+def test_shipped_data_is_small():
+    sizes = [p.stat().st_size for p in SHIPPED_DATA.rglob("*") if p.is_file()]
+    assert len(sizes) == 2 * 18 and sum(sizes) < 1_000_000
+
+
+# ---------------------------------------------------------------- generator
+def test_generator_is_deterministic_and_its_games_play(tmp_path):
+    game = generate.generate_game("pick_cool_then_place_in_recep", seed=4)
+    assert game == generate.generate_game("pick_cool_then_place_in_recep", seed=4)
+    assert game.game_data != generate.generate_game("pick_cool_then_place_in_recep", seed=5).game_data
+    assert game.game_data["solvable"] and game.game_data["walkthrough"]
+    assert "Your task is to: UNKNOWN GOAL" not in game.game_data["grammar"]
+    with pytest.raises(ValueError, match="unknown ALFWorld task type"):
+        generate.generate_game("juggle", seed=0)
+
+    generate.main(["--out", str(tmp_path), "--num", "2", "--split", "valid_seen", "--seed", "7"])
+    made = AlfWorldEnv(data_dir=tmp_path, split="valid_seen")
+    assert sorted(made.task_type(t) for t in made.task_ids()) == sorted(TASK_TYPES[:2])
+    for task_id in made.task_ids():
+        made.reset(options={"task_id": task_id})
+        results = [made.step(a) for a in made.expert_actions()]
+        assert results[-1][1] == 1.0 and results[-1][4]["won"]
+
+
+def test_shipped_games_match_the_generator(tmp_path):
+    # The shipped train games are what the documented command writes (checked on the first two).
+    for path in generate.generate(tmp_path, 2, "train", seed=0):
+        shipped = SHIPPED_DATA / path.relative_to(tmp_path)
+        assert json.loads(shipped.read_text()) == json.loads(path.read_text())
