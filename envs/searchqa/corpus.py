@@ -1,0 +1,384 @@
+"""Search-QA data: passages, questions, and the BM25 retriever over a Lucene index (built once and cached).
+
+Accepted formats:
+
+* corpus: JSONL, one passage a line, with ``id`` and either ``title`` plus ``text``/``contents``, or ``contents``
+  alone, where ``"Title"\\ntext`` (the Search-R1 wiki-18 layout) gives the title as its first line;
+* questions: JSONL or parquet rows with ``question`` and the gold answers in ``golden_answers`` (FlashRAG /
+  Search-R1), ``answers``, ``answer`` or ``reward_model.ground_truth.target`` (Search-R1's processed parquet);
+* index: a Lucene directory; without a corpus, passage text comes from the index's stored ``raw`` or ``contents``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from envs import _lucene
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+DEFAULT_CORPUS = DATA_DIR / "corpus.jsonl"
+DEFAULT_QUESTIONS = DATA_DIR / "questions"
+# Bump when what goes into a cached index changes, so that old caches are not reused.
+INDEX_FORMAT = "searchqa-bm25-v1"
+# Lucene refuses boolean queries of more than 1024 clauses; queries are cut to this many terms.
+MAX_QUERY_TERMS = 256
+_GOLD_KEYS = ("golden_answers", "answers", "answer")
+
+
+@dataclasses.dataclass(frozen=True)
+class Passage:
+    """A retrievable passage."""
+
+    docid: str
+    title: str
+    text: str
+
+    def index_text(self) -> str:
+        """What BM25 sees: title and text."""
+        return f"{self.title}\n{self.text}" if self.title else self.text
+
+    def render(self, rank: int) -> str:
+        """The passage as Search-R1 shows it: ``Doc 1(Title: ...) text``."""
+        return f"Doc {rank}(Title: {self.title}) {self.text}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Question:
+    """One task: a question and its gold answers."""
+
+    qid: str
+    question: str
+    golden_answers: tuple[str, ...]
+    data_source: str
+    expert_queries: tuple[str, ...] = ()
+
+
+def split_contents(contents: str) -> tuple[str, str]:
+    """``'"Title"\\ntext'`` -> ``("Title", "text")``; contents without a line break have no title."""
+    first, sep, rest = contents.partition("\n")
+    if not sep:
+        return "", contents.strip()
+    return first.strip().strip('"').strip(), rest.strip()
+
+
+def _passage(row: Any, where: str) -> Passage:
+    if not isinstance(row, dict) or "id" not in row:
+        raise ValueError(f"{where}: a passage must be a JSON object with an 'id'")
+    body = row.get("text", row.get("contents"))
+    if not isinstance(body, str):
+        raise ValueError(f"{where}: passage {row['id']!r} needs a string 'contents' or 'text'")
+    if "title" in row:
+        return Passage(str(row["id"]), str(row["title"]).strip(), body.strip())
+    title, text = split_contents(body)
+    return Passage(str(row["id"]), title, text)
+
+
+def _read_jsonl(path: Path):
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                yield lineno, json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
+
+
+def load_corpus(path: str | os.PathLike) -> dict[str, Passage]:
+    """Read a JSONL corpus into ``{docid: Passage}``.
+
+    Raises:
+        FileNotFoundError: no file at ``path``.
+        ValueError: a malformed line, a duplicate id or an empty file (the message names the file and line).
+    """
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(f"corpus file {path} not found")
+    passages: dict[str, Passage] = {}
+    for lineno, row in _read_jsonl(path):
+        passage = _passage(row, f"{path}:{lineno}")
+        if passage.docid in passages:
+            raise ValueError(f"{path}:{lineno}: duplicate passage id {passage.docid!r}")
+        passages[passage.docid] = passage
+    if not passages:
+        raise ValueError(f"corpus file {path} holds no passages")
+    return passages
+
+
+def resolve_questions(path: str | os.PathLike, split: str) -> Path:
+    """The questions file of ``split``.
+
+    ``path`` is a file (used whatever the split), a path with ``{split}`` in it, or a directory holding
+    ``<split>.jsonl`` or ``<split>.parquet`` (the layout of Search-R1's and FlashRAG's data).
+    """
+    path = Path(str(Path(path).expanduser()).replace("{split}", split))
+    if path.is_dir():
+        found = [path / f"{split}{ext}" for ext in (".jsonl", ".parquet") if (path / f"{split}{ext}").is_file()]
+        if not found:
+            have = sorted(p.name for p in path.iterdir() if p.suffix in (".jsonl", ".parquet"))
+            raise FileNotFoundError(f"no {split}.jsonl or {split}.parquet in questions directory {path}; has {have}")
+        path = found[0]
+    if not path.is_file():
+        raise FileNotFoundError(f"questions file {path} not found")
+    return path
+
+
+def _rows(path: Path) -> list[tuple[str, Any]]:
+    if path.suffix == ".jsonl":
+        return [(f"{path}:{lineno}", row) for lineno, row in _read_jsonl(path)]
+    if path.suffix == ".parquet":
+        import pandas as pd
+
+        try:
+            frame = pd.read_parquet(path)
+        except Exception as err:
+            raise ValueError(f"cannot read parquet questions file {path}: {err}") from err
+        # a column that some rows lack reads back as None or NaN in those rows
+        records = [{k: v for k, v in row.items() if not _missing(v)} for row in frame.to_dict("records")]
+        return [(f"{path} row {i}", row) for i, row in enumerate(records)]
+    raise ValueError(f"questions file {path} must be .jsonl or .parquet")
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _strings(value: Any) -> list[str] | None:
+    if hasattr(value, "tolist"):  # numpy arrays from parquet
+        value = value.tolist()
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        return list(value)
+    return None
+
+
+def _golds(row: dict) -> list[str] | None:
+    for key in _GOLD_KEYS:
+        if row.get(key) is not None:
+            return _strings(row[key])
+    truth = (row.get("reward_model") or {}).get("ground_truth")
+    if isinstance(truth, dict) and truth.get("target") is not None:
+        return _strings(truth["target"])
+    return None
+
+
+def _question(row: Any, where: str, default_source: str, index: int) -> Question:
+    if not isinstance(row, dict) or not isinstance(row.get("question"), str) or not row["question"].strip():
+        raise ValueError(f"{where}: a question row needs a non-empty string 'question'")
+    golds = [g.strip() for g in (_golds(row) or []) if g.strip()]
+    if not golds:
+        raise ValueError(f"{where}: no gold answers (expected a list of strings in one of {_GOLD_KEYS})")
+    qid = row.get("id")
+    if qid is None:
+        qid = (row.get("extra_info") or {}).get("index", index)
+    meta = row.get("metadata")
+    queries = _strings(meta.get("expert_queries")) if isinstance(meta, dict) and "expert_queries" in meta else None
+    source = row.get("data_source") or default_source
+    return Question(str(qid), row["question"].strip(), tuple(golds), str(source), tuple(queries or ()))
+
+
+def load_questions(path: str | os.PathLike, split: str) -> list[Question]:
+    """Read the questions of ``split`` (see :func:`resolve_questions`).
+
+    A row without ``data_source`` gets the name of the file's directory (FlashRAG keeps ``nq/test.jsonl``).
+    Task ids are the rows' ``id`` (else ``extra_info.index``, else the row number); where ids repeat, as when
+    several datasets are merged into one file, they become ``<data_source>/<id>``.
+
+    Raises:
+        FileNotFoundError: no such file or split.
+        ValueError: a malformed row, ids that are not unique, or no questions.
+    """
+    path = resolve_questions(path, split)
+    questions = [_question(row, where, path.parent.name, i) for i, (where, row) in enumerate(_rows(path))]
+    if not questions:
+        raise ValueError(f"questions file {path} holds no questions")
+    if len({q.qid for q in questions}) < len(questions):
+        questions = [dataclasses.replace(q, qid=f"{q.data_source}/{q.qid}") for q in questions]
+        seen: set[str] = set()
+        for q in questions:
+            if q.qid in seen:
+                raise ValueError(f"questions file {path}: duplicate question id {q.qid!r}")
+            seen.add(q.qid)
+    return questions
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/prover_verl/searchqa``, by default ``~/.cache/prover_verl/searchqa``."""
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
+    return Path(root).expanduser() / "prover_verl" / "searchqa"
+
+
+def cached_index(corpus_path: Path, passages: dict[str, Passage], corpus_digest: str, cache_dir: Path) -> Path:
+    """The BM25 index of a corpus in ``cache_dir/<hash of the corpus>``, built on first use.
+
+    The index is built in a temporary directory and renamed into place, so processes that race to build it
+    each end up with one complete index.
+    """
+    key = hashlib.sha256(f"{INDEX_FORMAT}:{corpus_digest}".encode()).hexdigest()[:24]
+    final = cache_dir / key
+    if not final.exists():
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=cache_dir))
+        try:
+            docs = ({"id": p.docid, "contents": p.index_text()} for p in passages.values())
+            _lucene.build_index(docs, tmp, threads=1)  # one thread: the same internal doc order every build
+            (tmp / "source.json").write_text(json.dumps({"corpus": str(corpus_path), "format": INDEX_FORMAT}))
+            try:
+                os.rename(tmp, final)
+            except OSError:
+                if not final.exists():
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    meta = final / "prover_index.json"
+    if not meta.is_file() or json.loads(meta.read_text()).get("num_docs") != len(passages):
+        raise RuntimeError(f"cached index {final} of {corpus_path} is incomplete or stale; delete it to rebuild")
+    return final
+
+
+def _directory_digest(index_dir: Path) -> str:
+    """Names and sizes of the index files: equal for copies of one index wherever they lie."""
+    entries = sorted((p.name, p.stat().st_size) for p in index_dir.iterdir() if p.is_file())
+    return hashlib.sha256(json.dumps(entries).encode()).hexdigest()
+
+
+def _stored_passage(doc) -> Passage | None:
+    """The passage text an index stores for ``doc`` (its ``raw`` JSON or its ``contents`` field), if any."""
+    raw = doc.raw()
+    if raw:
+        try:
+            row = json.loads(raw)
+        except json.JSONDecodeError:
+            row = None
+        if isinstance(row, dict) and isinstance(row.get("text", row.get("contents")), str):
+            return _passage({**row, "id": doc.docid()}, "stored document")
+        if row is None:
+            return Passage(doc.docid(), *split_contents(raw))
+    contents = doc.contents()
+    if contents:
+        return Passage(doc.docid(), *split_contents(contents))
+    return None
+
+
+def clip_query(query: str) -> tuple[str, bool]:
+    """Cut a query to :data:`MAX_QUERY_TERMS` word tokens; returns the query and whether it was cut."""
+    tokens = re.findall(r"\w+", query)
+    if len(tokens) <= MAX_QUERY_TERMS:
+        return query, False
+    return " ".join(tokens[:MAX_QUERY_TERMS]), True
+
+
+class Retriever:
+    """BM25 over a Lucene index; passage text from a corpus in memory, or from the index's stored documents.
+
+    Args:
+        index_dir: The Lucene index.
+        passages: The corpus the index was built from, or None to read the text the index stores.
+        corpus_path: Where ``passages`` came from (for error messages).
+        corpus_digest: :func:`file_digest` of ``corpus_path`` (part of :attr:`fingerprint`).
+        built_from_corpus: The index was built here from the corpus, so the corpus alone identifies it (index
+            files built on different machines need not be byte-identical).
+
+    Attributes:
+        fingerprint: Identifies the index and corpus: equal in every process that opened the same data.
+
+    Raises:
+        FileNotFoundError: ``index_dir`` is no Lucene index.
+        ValueError: the index stores no text and no corpus is given, or index and corpus do not match.
+    """
+
+    def __init__(
+        self,
+        index_dir: Path,
+        passages: dict[str, Passage] | None = None,
+        corpus_path: Path | None = None,
+        corpus_digest: str = "",
+        built_from_corpus: bool = False,
+    ):
+        self.index_dir = index_dir
+        self.passages = passages
+        self.corpus_path = corpus_path
+        self.searcher = _lucene.open_searcher(index_dir)
+        num_docs = self.searcher.num_docs
+        if num_docs == 0:
+            raise ValueError(f"Lucene index {index_dir} is empty")
+        samples = sorted({0, num_docs // 2, num_docs - 1})
+        stored = [_stored_passage(self.searcher.doc(i)) for i in samples]
+        if passages is None:
+            if any(p is None for p in stored):
+                raise ValueError(
+                    f"Lucene index {index_dir} stores no passage text (neither raw nor contents); "
+                    "pass corpus_path= the JSONL corpus it was built from"
+                )
+        else:
+            if num_docs != len(passages):
+                raise ValueError(
+                    f"Lucene index {index_dir} has {num_docs} documents, corpus {corpus_path} {len(passages)}"
+                )
+            for i, p in zip(samples, stored, strict=True):
+                docid = self.searcher.doc(i).docid()
+                if docid not in passages:
+                    raise ValueError(f"document {docid!r} of Lucene index {index_dir} is not in corpus {corpus_path}")
+                if p is not None and p.text != passages[docid].text:
+                    raise ValueError(f"document {docid!r} differs between Lucene index {index_dir} and {corpus_path}")
+        index_id = INDEX_FORMAT if built_from_corpus else _directory_digest(index_dir)
+        self.fingerprint = hashlib.sha256(f"{index_id}:{corpus_digest}".encode()).hexdigest()
+
+    def search(self, query: str, k: int) -> list[Passage]:
+        """The top-``k`` passages for ``query`` (fewer if fewer documents match)."""
+        return [self._passage(hit.docid) for hit in self.searcher.search(query, k=k)]
+
+    def _passage(self, docid: str) -> Passage:
+        if self.passages is not None:
+            if docid not in self.passages:
+                raise KeyError(f"document {docid!r} of Lucene index {self.index_dir} is not in {self.corpus_path}")
+            return self.passages[docid]
+        passage = _stored_passage(self.searcher.doc(docid))
+        if passage is None:
+            raise ValueError(f"document {docid!r} of Lucene index {self.index_dir} has no stored text")
+        return passage
+
+
+def open_retriever(
+    corpus_path: str | os.PathLike | None = None,
+    index_dir: str | os.PathLike | None = None,
+    cache_dir: str | os.PathLike | None = None,
+) -> Retriever:
+    """Open BM25 retrieval over a corpus, an index, or both (neither: the shipped corpus).
+
+    Args:
+        corpus_path: JSONL corpus; without ``index_dir`` its index is built once into ``cache_dir``.
+        index_dir: A prebuilt Lucene index; without ``corpus_path`` it must store the passage text.
+        cache_dir: Where built indexes are kept (default :func:`default_cache_dir`).
+    """
+    if corpus_path is None and index_dir is None:
+        corpus_path = DEFAULT_CORPUS
+    passages, digest = None, ""
+    if corpus_path is not None:
+        corpus_path = Path(corpus_path).expanduser().resolve()
+        passages = load_corpus(corpus_path)
+        digest = file_digest(corpus_path)
+    built = index_dir is None
+    if built:
+        cache = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+        index_dir = cached_index(corpus_path, passages, digest, cache)
+    return Retriever(Path(index_dir).expanduser(), passages, corpus_path, digest, built_from_corpus=built)

@@ -1,0 +1,249 @@
+"""Search-QA environment in the Search-R1 protocol: search a BM25 knowledge base, then answer.
+
+Each agent turn holds exactly one ``<search>query</search>`` (the reply is the top-k passages inside
+``<information>...</information>``) or one ``<answer>...</answer>`` (ends the episode; reward 1.0 on an exact match
+with a gold answer after SQuAD normalisation). Any other turn gets format feedback and still counts as a step.
+
+The state is the question and the parsed turns so far; BM25 is deterministic, so :meth:`SearchQAEnv.restore`
+only reruns the last turn to rebuild its observation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from envs.base import EnvState, StepReturn, TextEnv
+from envs.searchqa.answer import Action, exact_match, f1_score, normalize_answer, parse_action
+from envs.searchqa.corpus import (
+    DEFAULT_QUESTIONS,
+    MAX_QUERY_TERMS,
+    Question,
+    Retriever,
+    clip_query,
+    load_questions,
+    open_retriever,
+    resolve_questions,
+)
+
+_KINDS = ("search", "answer", "invalid")
+_FORMAT = "Reply with <search>your query</search> to search, or <answer>your answer</answer> to give the final answer."
+
+# Corpora, indexes and question files loaded in this process, shared by all env instances (a pool builds many).
+_shared: dict[tuple, Any] = {}
+_shared_lock = threading.Lock()
+
+
+def _load_once(key: tuple, load: Callable[[], Any]) -> Any:
+    with _shared_lock:
+        if key not in _shared:
+            _shared[key] = load()
+        return _shared[key]
+
+
+def _abs(path: str | os.PathLike | None) -> str | None:
+    return None if path is None else str(Path(path).expanduser().resolve())
+
+
+class SearchQAEnv(TextEnv):
+    """Question answering with a BM25 search tool (Search-R1 style).
+
+    With no arguments it plays the questions shipped in ``envs/searchqa/data`` over the shipped corpus.
+
+    Args:
+        corpus_path: JSONL corpus (see :mod:`envs.searchqa.corpus`); None: the shipped one, unless ``index_dir``
+            is given, whose stored text is then used.
+        questions_path: Questions file, ``{split}`` pattern or directory of ``<split>.jsonl|parquet``; None: the
+            shipped questions.
+        index_dir: Prebuilt Lucene index; None: the corpus's index, built once into ``cache_dir``.
+        split: Question split (the shipped data has ``train`` and ``test``).
+        max_steps: Turns before the episode is truncated.
+        topk: Passages returned per search.
+        cache_dir: Where built indexes are cached (default ``~/.cache/prover_verl/searchqa``).
+
+    Raises:
+        FileNotFoundError: a data file, split or index is missing (the message names it).
+        ValueError: a malformed data file, or an index that cannot serve passages.
+    """
+
+    name = "searchqa"
+
+    def __init__(
+        self,
+        corpus_path: str | os.PathLike | None = None,
+        questions_path: str | os.PathLike | None = None,
+        index_dir: str | os.PathLike | None = None,
+        split: str = "train",
+        max_steps: int = 4,
+        topk: int = 3,
+        cache_dir: str | os.PathLike | None = None,
+    ):
+        super().__init__(max_steps)
+        if topk < 1:
+            raise ValueError(f"topk must be >= 1, got {topk}")
+        self.topk = topk
+        self.split = split
+        key = ("retriever", _abs(corpus_path), _abs(index_dir))  # the data; where its index is cached does not matter
+        self.retriever: Retriever = _load_once(key, lambda: open_retriever(corpus_path, index_dir, cache_dir))
+        qfile = resolve_questions(questions_path if questions_path is not None else DEFAULT_QUESTIONS, split)
+        questions = _load_once(("questions", _abs(qfile)), lambda: load_questions(qfile, split))
+        self._questions: dict[str, Question] = {q.qid: q for q in questions}
+        self._question: Question | None = None
+        self._turns: list[Action] = []
+
+    # ------------------------------------------------------------------ tasks
+    def task_ids(self) -> list[str]:
+        return list(self._questions)
+
+    def task_category(self, task_id: str) -> str:
+        """The question's ``data_source`` (``nq_mini``, ``hotpot_mini``, ``nq``, ``hotpotqa``, ...)."""
+        return self._task(task_id).data_source
+
+    def question(self, task_id: str) -> Question:
+        """The question, gold answers and data source of a task."""
+        return self._task(task_id)
+
+    def _task(self, task_id: str) -> Question:
+        if task_id not in self._questions:
+            raise KeyError(f"no question {task_id!r} in split '{self.split}' ({len(self._questions)} questions)")
+        return self._questions[task_id]
+
+    # ------------------------------------------------------------------ episode
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)  # seeds self.np_random
+        task_id = (options or {}).get("task_id")
+        if task_id is None:
+            ids = self.task_ids()
+            task_id = ids[int(self.np_random.integers(len(ids)))]
+        self._question, self._turns = self._task(str(task_id)), []
+        return self._observe()
+
+    def step(self, action: str) -> StepReturn:
+        if self._question is None:
+            raise RuntimeError("SearchQAEnv.step before reset or restore")
+        if self._over():
+            raise RuntimeError("SearchQAEnv.step after the episode ended; reset or restore first")
+        if not isinstance(action, str):
+            raise TypeError(f"a SearchQAEnv action is a string, got {type(action).__name__}")
+        turn = parse_action(action)
+        self._turns.append(turn)
+        obs, info = self._observe()
+        terminated = turn.kind == "answer"
+        truncated = not terminated and len(self._turns) >= self.max_steps
+        return obs, info["em"] if terminated else 0.0, terminated, truncated, info
+
+    def _over(self) -> bool:
+        return bool(self._turns) and (self._turns[-1].kind == "answer" or len(self._turns) >= self.max_steps)
+
+    def _observe(self) -> tuple[str, dict[str, Any]]:
+        """Observation and info of the current state (the reply to the last turn)."""
+        q = self._question
+        answer = self._turns[-1].content if self._turns and self._turns[-1].kind == "answer" else None
+        em = exact_match(answer, q.golden_answers) if answer is not None else 0.0
+        info = {
+            "won": em == 1.0,
+            "admissible_actions": None,
+            "task": q.question,
+            "step": len(self._turns),
+            "em": em,
+            "f1": f1_score(answer, q.golden_answers) if answer is not None else 0.0,
+            "answer": answer,
+            "data_source": q.data_source,
+            "num_searches": sum(t.kind == "search" for t in self._turns),
+            "action_type": self._turns[-1].kind if self._turns else None,
+        }
+        return self._reply(self._turns[-1] if self._turns else None), info
+
+    def _reply(self, turn: Action | None) -> str:
+        if turn is None:
+            return (
+                f"Answer the question below. You have {self.max_steps} turns; in each, reply with exactly one of\n"
+                f"<search>a search query</search> to search the knowledge base (the top {self.topk} passages come "
+                "back between <information> and </information>), or\n"
+                "<answer>a short answer</answer> to give your final answer, which ends the episode.\n\n"
+                f"Question: {self._question.question}"
+            )
+        if turn.kind == "invalid":
+            return f"Invalid action: {turn.content}. {_FORMAT}"
+        if turn.kind == "answer":
+            return f"Final answer received: {turn.content}"
+        return self.search(turn.content)
+
+    def search(self, query: str) -> str:
+        """The observation a ``<search>query</search>`` turn gets."""
+        query, clipped = clip_query(query)
+        hits = self.retriever.search(query, self.topk)
+        body = "\n".join(p.render(rank) for rank, p in enumerate(hits, 1)) if hits else "No passages found."
+        note = f"(Query cut to its first {MAX_QUERY_TERMS} terms.)\n" if clipped else ""
+        return f"{note}<information>{body}</information>"
+
+    # ------------------------------------------------------------------ fork
+    def _fingerprint(self, q: Question) -> str:
+        """Data this state's observations depend on: index, corpus, top-k and the question itself."""
+        text = "\x1f".join([self.retriever.fingerprint, str(self.topk), q.qid, q.question, *q.golden_answers])
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def snapshot(self) -> EnvState:
+        if self._question is None:
+            raise RuntimeError("SearchQAEnv.snapshot before reset or restore")
+        turns = tuple((t.kind, t.content) for t in self._turns)
+        return EnvState(self.name, self._question.qid, len(turns), (self._fingerprint(self._question), turns))
+
+    def restore(self, state: EnvState) -> tuple[str, dict[str, Any]]:
+        self._check_state(state)
+        q = self._task(state.task_id)
+        try:
+            fingerprint, raw_turns = state.payload
+            turns = [Action(kind, content) for kind, content in raw_turns]
+        except (TypeError, ValueError):
+            raise ValueError(
+                "malformed searchqa EnvState payload: expected (fingerprint, ((kind, text), ...))"
+            ) from None
+        if fingerprint != self._fingerprint(q):
+            raise ValueError(
+                f"searchqa state of {state.task_id!r} was taken on other data or another topk than this env has"
+            )
+        if len(turns) != state.step_count or len(turns) > self.max_steps:
+            raise ValueError(
+                f"searchqa state has {len(turns)} turns, step_count {state.step_count}, max_steps {self.max_steps}"
+            )
+        if any(t.kind not in _KINDS for t in turns) or any(t.kind == "answer" for t in turns[:-1]):
+            raise ValueError("malformed searchqa EnvState: unknown turn kind, or a turn after the answer")
+        self._question, self._turns = q, turns
+        return self._observe()
+
+    # ------------------------------------------------------------------ expert
+    def expert_actions(self) -> list[str]:
+        """Searches for the supporting passages (the question's expert queries, else the question), then the gold."""
+        if self._question is None:
+            raise RuntimeError("SearchQAEnv.expert_actions before reset")
+        q = self._question
+        queries = q.expert_queries or (q.question,)
+        return [f"<search>{query}</search>" for query in queries] + [f"<answer>{q.golden_answers[0]}</answer>"]
+
+
+def _contains_gold(passages_text: str, golds: tuple[str, ...]) -> bool:
+    text = f" {normalize_answer(passages_text)} "
+    return any(f" {normalize_answer(g)} " in text for g in golds if normalize_answer(g))
+
+
+def answerability(env: SearchQAEnv) -> dict[str, dict[str, float]]:
+    """How often BM25 puts a passage containing a gold answer in the top-k, per data source and overall.
+
+    ``question``: searching the question text; ``expert``: any of the expert searches (:meth:`expert_actions`).
+    """
+    hits: dict[str, dict[str, list[bool]]] = defaultdict(lambda: {"question": [], "expert": []})
+    for task_id in env.task_ids():
+        q = env.question(task_id)
+        queries = q.expert_queries or (q.question,)
+        for source in (q.data_source, "all"):
+            hits[source]["question"].append(_contains_gold(env.search(q.question), q.golden_answers))
+            hits[source]["expert"].append(any(_contains_gold(env.search(s), q.golden_answers) for s in queries))
+    return {
+        source: {"n": len(v["question"]), **{k: sum(x) / len(x) for k, x in v.items()}} for source, v in hits.items()
+    }
