@@ -1,0 +1,579 @@
+"""WebShop data: products, goals (instructions) and the BM25 product search, read from the original file formats.
+
+The files and how they are read follow the original WebShop loader:
+
+* products (``items_shuffle_1000.json`` or ``items_shuffle.json``): a JSON list of products with ``asin``,
+  ``name``, ``category``, ``query``, ``product_category``, ``full_description``, ``small_description`` (a string
+  or a list: the features), ``pricing`` (``"$12.99"``, ``"$10.99 - $15.99"``; absent: $100) and
+  ``customization_options`` ({option type: [{"value": ...}, ...]}). Products already in the loader's output
+  form (``Title``, ``Description``, ``BulletPoints``, ``pricing`` as numbers, ``options``) are read as well.
+  Option types and values are lowercased and ``/`` in a value becomes ``" | "``; products whose asin is
+  ``"nan"`` or longer than 10 characters, and repeated asins, are skipped. ``num_products`` keeps the first N;
+* attributes (``items_ins_v2_1000.json`` or ``items_ins_v2.json``): {asin: {"attributes", "instruction",
+  "instruction_attributes"}}; a product without attributes gets ``["DUMMY_ATTR"]``;
+* human instructions (``items_human_ins.json``): {asin: [{"instruction", "instruction_attributes",
+  "instruction_options"}]}; instructions without attributes are skipped;
+* reviews (``reviews.json``, optional): [{"asin", "average_rating", "reviews": [{"title", "score"|"stars",
+  "body"|"review"}]}].
+
+Goals are built as the original does. A product's price is its single price, a uniform draw from its price range,
+or $100. The price bound of a goal is the larger of two draws from the first four multiples of $10 above the price
+(with ``", and price lower than X.00 dollars"`` appended to the instruction), or 1,000,000 when fewer than two
+exist. Human goals: one per human instruction, its options the instruction's options. Synthetic goals: one per
+product and combination of its option values, instruction ``"<instruction> with <type>: <value>, and ..."``. The
+goal list is then shuffled with ``random.Random(233)`` as the original, so on the original files the goal indices
+(and the test split, the first 500) are the original ones. Unlike the original, the prices and price bounds come
+from a seeded generator too, so every process builds the same goals.
+
+The search index holds, per product, ``"<title> <description> <first feature> <type>: <values>, and ..."``
+lowercased (the original's document text); Lucene BM25 ranks, the documents stay in Python.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+import os
+import random
+import re
+import shutil
+import tempfile
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+from envs import _lucene
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+PRODUCT_FILES = ("items_shuffle_1000.json", "items_shuffle.json")
+ATTRIBUTE_FILES = ("items_ins_v2_1000.json", "items_ins_v2.json")
+HUMAN_FILE = "items_human_ins.json"
+REVIEW_FILE = "reviews.json"
+
+SEARCH_RETURN_N = 50
+GOAL_SHUFFLE_SEED = 233
+PRICE_SEED = 20220701
+PRICE_RANGE = [10.0 * i for i in range(1, 100)]
+NO_PRICE_BOUND = 1_000_000.0
+# Bump when what goes into a cached index changes, so that old caches are not reused.
+INDEX_FORMAT = "webshop-bm25-v1"
+# Lucene refuses boolean queries of more than 1024 clauses; queries are cut to this many terms.
+MAX_QUERY_TERMS = 256
+
+
+@dataclasses.dataclass(frozen=True)
+class Review:
+    """One customer review."""
+
+    title: str
+    score: Any
+    body: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Product:
+    """A product as the shop shows it (the original loader's processed fields).
+
+    Attributes:
+        asin: Product id (upper case, as in the files).
+        title: Product name.
+        category: Top category (``fashion``, ``beauty``, ...).
+        query: The search query the product was collected with (lowercased).
+        product_category: ``a › b › c`` category path.
+        description: Full description (the Description page).
+        bullets: Features (the Features page).
+        pricing: One price or a ``(low, high)`` range.
+        price_tag: The price as shown (``$12.99`` or ``$10.99 to $15.99``).
+        options: Option type -> values, lowercased, in file order.
+        attributes: Attributes the reward matches goal attributes against.
+        reviews: Customer reviews.
+        rating: Average rating, or ``N.A.``.
+    """
+
+    asin: str
+    title: str
+    category: str = ""
+    query: str = ""
+    product_category: str = ""
+    description: str = ""
+    bullets: tuple[str, ...] = ()
+    pricing: tuple[float, ...] = (100.0,)
+    price_tag: str = "$100.0"
+    options: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    attributes: tuple[str, ...] = ("DUMMY_ATTR",)
+    reviews: tuple[Review, ...] = ()
+    rating: Any = "N.A."
+
+    def search_text(self) -> str:
+        """The document BM25 indexes for this product."""
+        option_text = ", and ".join(f"{name}: {', '.join(values)}" for name, values in self.options.items())
+        first = self.bullets[0] if self.bullets else ""
+        return " ".join([self.title, self.description, first, option_text]).lower()
+
+
+@dataclasses.dataclass(frozen=True)
+class Goal:
+    """One task: an instruction and what the reward compares a purchase with.
+
+    Attributes:
+        goal_id: Position in the shuffled goal list (the task id).
+        asin: The product the instruction was written for.
+        category, query, product_category, name: That product's type fields (for the type reward).
+        instruction: Instruction text shown to the agent (with the price bound).
+        attributes: Goal attributes.
+        options: Goal option values.
+        price_upper: Price bound.
+    """
+
+    goal_id: str
+    asin: str
+    category: str
+    query: str
+    product_category: str
+    name: str
+    instruction: str
+    attributes: tuple[str, ...]
+    options: tuple[str, ...]
+    price_upper: float
+
+
+# ---------------------------------------------------------------- files
+def read_json(path: Path, what: str) -> Any:
+    """Parse a JSON file, failing with the path in the message."""
+    if not path.is_file():
+        raise FileNotFoundError(f"WebShop {what} file not found: {path}")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"WebShop {what} file {path} is not valid JSON: {e}") from None
+
+
+def find_file(data_dir: Path, names: tuple[str, ...], what: str) -> Path:
+    """The first of ``names`` that exists in ``data_dir``."""
+    for name in names:
+        if (data_dir / name).is_file():
+            return data_dir / name
+    raise FileNotFoundError(f"no WebShop {what} file in {data_dir} (looked for {', '.join(names)})")
+
+
+def _fail(path: Path, where: str, problem: str) -> ValueError:
+    return ValueError(f"malformed WebShop file {path}: {where}: {problem}")
+
+
+def _string(row: dict, keys: tuple[str, ...], path: Path, where: str, default: str | None = None) -> str:
+    for key in keys:
+        if key in row:
+            if not isinstance(row[key], str):
+                raise _fail(path, where, f"'{key}' must be a string, got {type(row[key]).__name__}")
+            return row[key]
+    if default is None:
+        raise _fail(path, where, f"missing '{keys[0]}'")
+    return default
+
+
+def _string_list(value: Any, path: Path, where: str) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _fail(path, where, "expected a string or a list of strings")
+    return value
+
+
+def parse_pricing(raw: Any, path: Path, where: str) -> tuple[tuple[float, ...], str]:
+    """``"$12.99"`` / ``"$10.99 - $15.99"`` / ``[10.99, 15.99]`` -> prices and price tag; empty or None -> $100."""
+    if raw is None or raw == "" or raw == []:
+        return (100.0,), "$100.0"
+    try:
+        if isinstance(raw, str):
+            prices = [float(Decimal(re.sub(r"[^\d.]", "", part))) for part in raw.split("$")[1:]]
+        elif isinstance(raw, list) and all(isinstance(p, int | float) and not isinstance(p, bool) for p in raw):
+            prices = [float(p) for p in raw]
+        else:
+            raise _fail(path, where, f"'pricing' must be a '$' price string or a list of numbers, got {raw!r}")
+    except InvalidOperation:
+        raise _fail(path, where, f"cannot read the price {raw!r}") from None
+    if not prices:
+        raise _fail(path, where, f"no '$' price in {raw!r}")
+    if len(prices) == 1:
+        return (prices[0],), f"${prices[0]}"
+    return (prices[0], prices[1]), f"${prices[0]} to ${prices[1]}"
+
+
+def _options(row: dict, path: Path, where: str) -> dict[str, tuple[str, ...]]:
+    if "customization_options" not in row and isinstance(row.get("options"), dict):
+        processed = row["options"]  # already the loader's output: type -> [values]
+        if not all(isinstance(k, str) and isinstance(v, list) for k, v in processed.items()):
+            raise _fail(path, where, "'options' must map option types to lists of values")
+        return {
+            k.lower(): tuple(v.lower() for v in _string_list(vals, path, f"{where}, option '{k}'"))
+            for k, vals in processed.items()
+        }
+    raw = row.get("customization_options")
+    if not raw:
+        return {}
+    if not isinstance(raw, dict):
+        raise _fail(path, where, f"'customization_options' must be an object, got {type(raw).__name__}")
+    options: dict[str, tuple[str, ...]] = {}
+    for name, contents in raw.items():
+        if contents is None:
+            continue
+        if not isinstance(contents, list):
+            raise _fail(path, where, f"option '{name}' must be a list of {{'value': ...}} objects")
+        values = []
+        for content in contents:
+            if not isinstance(content, dict) or not isinstance(content.get("value"), str):
+                raise _fail(path, where, f"option '{name}' has an entry without a string 'value': {content!r}")
+            values.append(content["value"].strip().replace("/", " | ").lower())
+        options[name.lower()] = tuple(values)
+    return options
+
+
+def _reviews(raw: Any, path: Path, where: str) -> tuple[Review, ...]:
+    if not isinstance(raw, list):
+        raise _fail(path, where, "'reviews' must be a list")
+    out = []
+    for r in raw:
+        if not isinstance(r, dict):
+            raise _fail(path, where, f"a review must be an object, got {r!r}")
+        body = r.get("body", r.get("review", ""))
+        out.append(Review(str(r.get("title", "")), r.get("score", r.get("stars", "")), str(body)))
+    return tuple(out)
+
+
+def load_reviews(path: Path) -> dict[str, tuple[tuple[Review, ...], Any]]:
+    """asin -> (reviews, average rating) from a ``reviews.json``."""
+    rows = read_json(path, "reviews")
+    if not isinstance(rows, list):
+        raise _fail(path, "top level", "expected a list of {asin, reviews, average_rating}")
+    out = {}
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict) or not isinstance(row.get("asin"), str):
+            raise _fail(path, f"entry #{i}", "expected an object with a string 'asin'")
+        where = f"entry #{i} ({row['asin']})"
+        out[row["asin"]] = (_reviews(row.get("reviews", []), path, where), row.get("average_rating", "N.A."))
+    return out
+
+
+def load_attributes(path: Path) -> dict[str, dict]:
+    """asin -> {attributes, instruction, instruction_attributes} from an ``items_ins_v2`` file."""
+    data = read_json(path, "attributes")
+    if not isinstance(data, dict):
+        raise _fail(path, "top level", "expected an object mapping asins to {attributes, instruction, ...}")
+    for asin, entry in data.items():
+        if not isinstance(entry, dict):
+            raise _fail(path, f"asin {asin}", "expected an object")
+        for key in ("attributes", "instruction_attributes"):
+            if entry.get(key) is not None:
+                _string_list(entry[key], path, f"asin {asin}, '{key}'")
+        if entry.get("instruction") is not None and not isinstance(entry["instruction"], str):
+            raise _fail(path, f"asin {asin}", "'instruction' must be a string")
+    return data
+
+
+def load_products(
+    path: Path,
+    attributes: dict[str, dict],
+    reviews: dict[str, tuple[tuple[Review, ...], Any]] | None,
+    num_products: int | None = None,
+) -> list[Product]:
+    """Read a product file (see the module docstring), in file order."""
+    rows = read_json(path, "products")
+    if not isinstance(rows, list):
+        raise _fail(path, "top level", f"expected a list of products, got {type(rows).__name__}")
+    if num_products is not None:
+        rows = rows[:num_products]
+    products, seen = [], set()
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise _fail(path, f"product #{i}", f"expected an object, got {type(row).__name__}")
+        asin = row.get("asin")
+        if not isinstance(asin, str):
+            raise _fail(path, f"product #{i}", "missing a string 'asin'")
+        if asin == "nan" or len(asin) > 10 or asin in seen:
+            continue
+        seen.add(asin)
+        where = f"product #{i} ({asin})"
+        pricing, price_tag = parse_pricing(row.get("pricing"), path, where)
+        if "BulletPoints" in row:
+            bullets = _string_list(row["BulletPoints"], path, f"{where}, 'BulletPoints'")
+        else:
+            bullets = _string_list(row.get("small_description", []), path, f"{where}, 'small_description'")
+        attrs = (attributes.get(asin) or {}).get("attributes") or row.get("Attributes") or ["DUMMY_ATTR"]
+        if "Reviews" in row:
+            product_reviews, rating = _reviews(row["Reviews"], path, where), row.get("Rating", "N.A.")
+        elif reviews is not None and asin in reviews:
+            product_reviews, rating = reviews[asin]
+        else:
+            product_reviews, rating = (), "N.A."
+        products.append(
+            Product(
+                asin=asin,
+                title=_string(row, ("name", "Title"), path, where),
+                category=_string(row, ("category",), path, where),
+                query=_string(row, ("query",), path, where).lower().strip(),
+                product_category=_string(row, ("product_category",), path, where),
+                description=_string(row, ("full_description", "Description"), path, where, default=""),
+                bullets=tuple(bullets),
+                pricing=pricing,
+                price_tag=price_tag,
+                options=_options(row, path, where),
+                attributes=tuple(_string_list(attrs, path, f"{where}, attributes")),
+                reviews=tuple(product_reviews),
+                rating=rating,
+            )
+        )
+    if not products:
+        raise _fail(path, "top level", "no usable product")
+    return products
+
+
+# ---------------------------------------------------------------- goals
+def product_prices(products: list[Product], seed: int = PRICE_SEED) -> dict[str, float]:
+    """The price each product sells at: its price, a seeded uniform draw in its range."""
+    rng = random.Random(seed)
+    return {p.asin: p.pricing[0] if len(p.pricing) == 1 else rng.uniform(*p.pricing[:2]) for p in products}
+
+
+def _price_bound(price: float, rng: random.Random) -> tuple[float, str]:
+    candidates = [p for p in PRICE_RANGE if p > price][:4]
+    if len(candidates) < 2:
+        return NO_PRICE_BOUND, ""
+    _, upper = sorted(rng.sample(candidates, 2))
+    return upper, f", and price lower than {upper:.2f} dollars"
+
+
+def _goal(product: Product, instruction: str, attributes: list[str], options: list[str], upper: float) -> dict:
+    return {
+        "asin": product.asin,
+        "category": product.category,
+        "query": product.query,
+        "product_category": product.product_category,
+        "name": product.title,
+        "instruction": instruction,
+        "attributes": tuple(attributes),
+        "options": tuple(options),
+        "price_upper": upper,
+    }
+
+
+def human_goals(products: list[Product], prices: dict[str, float], path: Path, rng: random.Random) -> list[dict]:
+    """One goal per instruction of ``items_human_ins.json`` that has attributes (unshuffled)."""
+    data = read_json(path, "human instructions")
+    if not isinstance(data, dict):
+        raise _fail(path, "top level", "expected an object mapping asins to lists of instructions")
+    goals = []
+    for product in products:
+        entries = data.get(product.asin)
+        if entries is None:
+            continue
+        if not isinstance(entries, list):
+            raise _fail(path, f"asin {product.asin}", "expected a list of instructions")
+        for j, entry in enumerate(entries):
+            where = f"asin {product.asin}, instruction #{j}"
+            if not isinstance(entry, dict) or not isinstance(entry.get("instruction"), str):
+                raise _fail(path, where, "expected an object with a string 'instruction'")
+            attributes = _string_list(entry.get("instruction_attributes", []), path, f"{where}, attributes")
+            if not attributes:
+                continue
+            raw_options = entry.get("instruction_options", [])
+            if isinstance(raw_options, dict):
+                raw_options = list(raw_options.values())
+            options = _string_list(raw_options, path, f"{where}, 'instruction_options'")
+            upper, price_text = _price_bound(prices[product.asin], rng)
+            text = entry["instruction"].strip(".") + price_text
+            goals.append(_goal(product, text, attributes, options, upper))
+    return goals
+
+
+def synthetic_goals(products: list[Product], prices: dict[str, float], attributes: dict[str, dict], rng) -> list[dict]:
+    """One goal per product with a synthetic instruction and per combination of its option values."""
+    goals = []
+    for product in products:
+        entry = attributes.get(product.asin) or {}
+        if not entry.get("instruction") or not entry.get("instruction_attributes"):
+            continue
+        upper, price_text = _price_bound(prices[product.asin], rng)
+        names = sorted(product.options)
+        for combination in itertools.product(*(product.options[n] for n in names)):
+            chosen = dict(zip(names, combination, strict=True))
+            option_text = ", and ".join(f"{k}: {v}" for k, v in chosen.items())
+            option_text = f" with {option_text}" if option_text else ""
+            text = f"{entry['instruction']}{option_text}{price_text}"
+            goals.append(_goal(product, text, list(entry["instruction_attributes"]), list(chosen.values()), upper))
+    return goals
+
+
+def build_goals(
+    products: list[Product],
+    prices: dict[str, float],
+    attributes: dict[str, dict],
+    human_path: Path | None,
+    seed: int = PRICE_SEED,
+) -> list[Goal]:
+    """Human goals (``human_path``) or synthetic ones (None), shuffled as the original."""
+    rng = random.Random(seed + 1)
+    raw = (
+        human_goals(products, prices, human_path, rng)
+        if human_path
+        else synthetic_goals(products, prices, attributes, rng)
+    )
+    random.Random(GOAL_SHUFFLE_SEED).shuffle(raw)
+    return [Goal(goal_id=str(i), **g) for i, g in enumerate(raw)]
+
+
+# ---------------------------------------------------------------- search
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/prover_verl/webshop``, by default ``~/.cache/prover_verl/webshop``."""
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
+    return Path(root).expanduser() / "prover_verl" / "webshop"
+
+
+def clip_query(query: str) -> str:
+    """Cut a query to :data:`MAX_QUERY_TERMS` word tokens (Lucene's clause limit)."""
+    tokens = re.findall(r"\w+", query)
+    return " ".join(tokens[:MAX_QUERY_TERMS]) if len(tokens) > MAX_QUERY_TERMS else query
+
+
+class SearchIndex:
+    """Lucene BM25 over product documents, built once into ``cache_dir/<hash of the documents>``.
+
+    The index is built in a temporary directory and renamed into place, so processes racing to build it each
+    end up with one complete index. Searches are serialized (one JVM searcher per process) and memoized.
+
+    Args:
+        docs: (asin, document text) pairs.
+        cache_dir: Where indexes are kept.
+    """
+
+    def __init__(self, docs: list[tuple[str, str]], cache_dir: Path, memo_size: int = 4096):
+        digest = hashlib.sha256(INDEX_FORMAT.encode())
+        for asin, text in docs:
+            digest.update(f"{asin}\x1f{text}\x1e".encode())
+        self.key = digest.hexdigest()[:24]
+        self.index_dir = cache_dir / self.key
+        self.num_docs = len(docs)
+        if not self.index_dir.exists():
+            self._build(docs, cache_dir)
+        meta = self.index_dir / "prover_index.json"
+        if not meta.is_file() or json.loads(meta.read_text()).get("num_docs") != len(docs):
+            raise RuntimeError(f"cached WebShop index {self.index_dir} is incomplete or stale; delete it to rebuild")
+        self.searcher = _lucene.open_searcher(self.index_dir)
+        self._lock = threading.Lock()
+        self._memo: OrderedDict[str, tuple[str, ...]] = OrderedDict()
+        self._memo_size = memo_size
+
+    def _build(self, docs: list[tuple[str, str]], cache_dir: Path) -> None:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{self.key}-", dir=cache_dir))
+        try:
+            # One thread: the same internal document order (and so the same tie-breaking) in every build.
+            _lucene.build_index(({"id": a, "contents": t} for a, t in docs), tmp, threads=1)
+            try:
+                os.rename(tmp, self.index_dir)
+            except OSError:
+                if not self.index_dir.exists():
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def search(self, query: str, k: int = SEARCH_RETURN_N) -> tuple[str, ...]:
+        """The asins of the top-``k`` documents for ``query``, best first."""
+        key = f"{k}\x1f{query}"
+        with self._lock:
+            if key in self._memo:
+                self._memo.move_to_end(key)
+                return self._memo[key]
+            hits = tuple(hit.docid for hit in self.searcher.search(clip_query(query), k=k)) if query.strip() else ()
+            self._memo[key] = hits
+            if len(self._memo) > self._memo_size:
+                self._memo.popitem(last=False)
+            return hits
+
+
+# ---------------------------------------------------------------- catalog
+class Catalog:
+    """Products, their prices, the goals and the search index of one set of WebShop files.
+
+    Attributes:
+        products: asin -> product.
+        prices: asin -> price paid when bought.
+        goals: The shuffled goals; ``goals[i].goal_id == str(i)``.
+        index: The BM25 index.
+        fingerprint: Identifies products, prices and goals: equal in every process that loaded the same files.
+        files: The files read, by role.
+    """
+
+    def __init__(
+        self,
+        products: list[Product],
+        prices: dict[str, float],
+        goals: list[Goal],
+        index: SearchIndex,
+        files: dict[str, Path],
+    ):
+        self.products = {p.asin: p for p in products}
+        self.prices = prices
+        self.goals = goals
+        self.index = index
+        self.files = files
+        digest = hashlib.sha256(index.key.encode())
+        digest.update(json.dumps(sorted(prices.items())).encode())
+        for g in goals:
+            digest.update(json.dumps(dataclasses.astuple(g)).encode())
+        self.fingerprint = digest.hexdigest()[:16]
+
+    def search(self, query: str) -> tuple[str, ...]:
+        """The top :data:`SEARCH_RETURN_N` asins for ``query``."""
+        return tuple(a for a in self.index.search(query) if a in self.products)
+
+
+def load_catalog(
+    data_dir: Path,
+    products_file: Path | None = None,
+    attributes_file: Path | None = None,
+    human_file: Path | None = None,
+    reviews_file: Path | None = None,
+    num_products: int | None = None,
+    human_goals: bool = True,
+    cache_dir: Path | None = None,
+) -> Catalog:
+    """Load a catalog from ``data_dir`` (or the files named), building or reusing its search index.
+
+    Args:
+        data_dir: Folder of the WebShop files.
+        products_file: Product file; None: the first of :data:`PRODUCT_FILES` in ``data_dir``.
+        attributes_file: Attribute file; None: the first of :data:`ATTRIBUTE_FILES` in ``data_dir``.
+        human_file: Human instructions; None: ``data_dir/items_human_ins.json`` (read only for human goals).
+        reviews_file: Reviews; None: ``data_dir/reviews.json`` if it exists (the original data has none).
+        num_products: Keep only the first N products of the product file.
+        human_goals: Goals from the human instructions (the standard WebShop benchmark), else synthetic ones.
+        cache_dir: Where the index is cached (default :func:`default_cache_dir`).
+
+    Raises:
+        FileNotFoundError: a needed file is missing (the message names it).
+        ValueError: a file is malformed (the message names it and the entry).
+    """
+    products_path = Path(products_file) if products_file else find_file(data_dir, PRODUCT_FILES, "products")
+    attributes_path = Path(attributes_file) if attributes_file else find_file(data_dir, ATTRIBUTE_FILES, "attributes")
+    files = {"products": products_path, "attributes": attributes_path}
+    if reviews_file is not None:
+        files["reviews"] = Path(reviews_file)
+    elif (data_dir / REVIEW_FILE).is_file():
+        files["reviews"] = data_dir / REVIEW_FILE
+    if human_goals:
+        files["human"] = Path(human_file) if human_file else data_dir / HUMAN_FILE
+    reviews = load_reviews(files["reviews"]) if "reviews" in files else None
+    attributes = load_attributes(attributes_path)
+    products = load_products(products_path, attributes, reviews, num_products)
+    prices = product_prices(products)
+    goals = build_goals(products, prices, attributes, files.get("human"))
+    if not goals:
+        raise ValueError(f"the WebShop files {', '.join(map(str, files.values()))} give no goals")
+    index = SearchIndex([(p.asin, p.search_text()) for p in products], cache_dir or default_cache_dir())
+    return Catalog(products, prices, goals, index, files)

@@ -1,0 +1,459 @@
+"""WebShop in text mode: search a product catalog, open products, pick options, buy; scored by the WebShop reward.
+
+The page flow and action syntax are the original environment's:
+
+* search page: ``search[query]`` (BM25 over the products, top 50 results, 10 per page);
+* results page: ``click[<asin>]`` opens a product, ``click[next >]`` / ``click[< prev]`` page,
+  ``click[back to search]``;
+* item page: ``click[<option value>]`` selects an option, ``click[description]`` / ``click[features]`` /
+  ``click[reviews]`` open a sub-page, ``click[< prev]`` returns to the results, ``click[buy now]`` ends the
+  episode with the :func:`~envs.webshop.reward.purchase_reward` of the product and options chosen;
+* sub-page: ``click[< prev]`` returns to the item page, ``click[back to search]``.
+
+Click arguments are matched case-insensitively, as in the original. ``info["admissible_actions"]`` lists the
+clicks of the page (``search[...]`` on the search page). Anything else is an invalid action: the page is shown
+again under an ``Invalid action`` line, and the step counts. ``search`` is only valid on the search page (the
+original accepts it anywhere, but offers it only there).
+
+The whole state is the session (goal, page, query, results page, product, chosen options, sub-page and the last
+invalid-action notice), so a snapshot is a handful of strings; search is deterministic (and memoized), so
+:meth:`WebShopEnv.restore` re-renders the page from it, in this process or another one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from envs.base import EnvState, StepReturn, TextEnv
+from envs.webshop.catalog import DATA_DIR, Catalog, Goal, Product, default_cache_dir, load_catalog
+from envs.webshop.reward import purchase_reward, token_set_ratio
+
+PRODUCTS_PER_PAGE = 10
+SPLITS = ("train", "eval", "test", "all")
+# The original splits of the shuffled human goals: test = [0, 500), eval = [500, 1500), train = the rest.
+ORIGINAL_SPLIT_BOUNDS = (500, 1500)
+SMALL_SPLIT_FRACTIONS = (0.2, 0.1)  # test, eval shares of a goal list too small for the original bounds
+
+BACK_TO_SEARCH = "back to search"
+NEXT_PAGE = "next >"
+PREV_PAGE = "< prev"
+BUY_NOW = "buy now"
+SUB_PAGES = {"description": "Description", "features": "Features", "reviews": "Reviews"}
+PAGES = ("search", "results", "item", "sub", "done")
+SEARCH_ACTION = "search[...]"
+_NAV = (BACK_TO_SEARCH, PREV_PAGE)
+MAX_NOTICE_CHARS = 200
+
+_ACTION = re.compile(r"^\s*([A-Za-z_]+)\s*\[(.*)\]\s*$", re.DOTALL)
+_PRICE_CLAUSE = re.compile(r",?\s*and price lower than [\d.]+ dollars\s*$")
+# fmt: off
+_FILLER = frozenset({
+    "i", "i'm", "im", "am", "looking", "look", "need", "want", "wanted", "would", "like", "to", "buy", "find",
+    "get", "me", "please", "help", "a", "an", "the", "that", "is", "which", "are", "it", "its", "some", "for",
+    "with", "and", "in", "of", "also",
+})
+# fmt: on
+
+_shared: dict[tuple, Catalog] = {}
+_shared_lock = threading.Lock()
+
+
+def _load_once(key: tuple, load: Callable[[], Catalog]) -> Catalog:
+    with _shared_lock:
+        if key not in _shared:
+            _shared[key] = load()
+        return _shared[key]
+
+
+def _abs(path: str | os.PathLike | None) -> str | None:
+    return None if path is None else str(Path(path).expanduser().resolve())
+
+
+def parse_action(action: str) -> tuple[str, str] | None:
+    """``"click[Buy Now]"`` -> ``("click", "buy now")``; None if it is not ``name[argument]``."""
+    m = _ACTION.match(action)
+    if m is None or not m.group(2).strip():
+        return None
+    return m.group(1).lower(), m.group(2).strip().lower()
+
+
+def expert_query(goal: Goal) -> str:
+    """The instruction's key words: the instruction without its price clause and filler words."""
+    text = _PRICE_CLAUSE.sub("", goal.instruction.lower())
+    words = re.findall(r"[a-z0-9][a-z0-9'.%-]*", text)
+    return " ".join(w.strip(".") for w in words if w.strip(".") not in _FILLER)
+
+
+def split_goal_ids(num_goals: int, split: str) -> list[str]:
+    """Goal ids of a split: the original bounds when there are more than 1500 goals, else 20 % / 10 % / 70 %."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown WebShop split {split!r}; choose one of {', '.join(SPLITS)}")
+    if num_goals > ORIGINAL_SPLIT_BOUNDS[1]:
+        test_end, eval_end = ORIGINAL_SPLIT_BOUNDS
+    else:
+        test_end = math.ceil(num_goals * SMALL_SPLIT_FRACTIONS[0])
+        eval_end = test_end + math.ceil(num_goals * SMALL_SPLIT_FRACTIONS[1])
+    ranges = {"test": (0, test_end), "eval": (test_end, eval_end), "train": (eval_end, num_goals)}
+    start, end = ranges.get(split, (0, num_goals))
+    return [str(i) for i in range(start, min(end, num_goals))]
+
+
+@dataclasses.dataclass
+class Session:
+    """Everything the next observation and transition depend on (with the catalog)."""
+
+    goal_id: str
+    page: str = "search"
+    keywords: str | None = None
+    page_num: int = 1
+    asin: str | None = None
+    options: dict[str, str] = dataclasses.field(default_factory=dict)
+    sub_page: str | None = None
+    notice: str | None = None
+    steps: int = 0
+
+
+class WebShopEnv(TextEnv):
+    """The WebShop shopping environment in text mode.
+
+    With no arguments it plays the small catalog shipped in ``envs/webshop/data`` (175 products, 5 categories).
+    Point ``data_dir`` at the original WebShop ``data`` folder to play the original catalog and instructions.
+
+    Args:
+        data_dir: Folder with the WebShop files (see :mod:`envs.webshop.catalog`); None: the shipped catalog.
+        num_products: Use only the first N products of the product file (as the original's ``num_products``).
+        split: ``train``, ``eval``, ``test`` or ``all`` (see :func:`split_goal_ids`).
+        max_steps: Steps before the episode is truncated.
+        human_goals: Goals from the human instructions (standard benchmark), else the synthetic ones.
+        products_file, attributes_file, human_file, reviews_file: Override one file of ``data_dir``.
+        cache_dir: Where the search index is cached (default ``~/.cache/prover_verl/webshop``).
+
+    Raises:
+        FileNotFoundError: a needed file is missing (the message names it).
+        ValueError: a malformed file (the message names it) or an unknown split.
+    """
+
+    name = "webshop"
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike | None = None,
+        num_products: int | None = None,
+        split: str = "train",
+        max_steps: int = 15,
+        human_goals: bool = True,
+        products_file: str | os.PathLike | None = None,
+        attributes_file: str | os.PathLike | None = None,
+        human_file: str | os.PathLike | None = None,
+        reviews_file: str | os.PathLike | None = None,
+        cache_dir: str | os.PathLike | None = None,
+    ):
+        super().__init__(max_steps)
+        if num_products is not None and num_products < 1:
+            raise ValueError(f"num_products must be >= 1, got {num_products}")
+        if split not in SPLITS:
+            raise ValueError(f"unknown WebShop split {split!r}; choose one of {', '.join(SPLITS)}")
+        root = Path(data_dir).expanduser() if data_dir is not None else DATA_DIR
+        files = (products_file, attributes_file, human_file, reviews_file)
+        cache = _abs(cache_dir) if cache_dir is not None else str(default_cache_dir())
+        key = (_abs(root), *map(_abs, files), num_products, human_goals, cache)
+        self.catalog: Catalog = _load_once(
+            key,
+            lambda: load_catalog(
+                root,
+                *(Path(f).expanduser() if f is not None else None for f in files),
+                num_products=num_products,
+                human_goals=human_goals,
+                cache_dir=Path(cache_dir).expanduser() if cache_dir is not None else None,
+            ),
+        )
+        self.split = split
+        self._task_ids = split_goal_ids(len(self.catalog.goals), split)
+        self._session: Session | None = None
+
+    # ------------------------------------------------------------------ tasks
+    def task_ids(self) -> list[str]:
+        return list(self._task_ids)
+
+    def task_category(self, task_id: str) -> str:
+        """The goal product's top category (``fashion``, ``beauty``, ...)."""
+        return self.goal(task_id).category
+
+    def goal(self, task_id: str) -> Goal:
+        """The goal of a task (any goal of the catalog, whatever the split)."""
+        try:
+            index = int(task_id)
+        except (TypeError, ValueError):
+            index = -1
+        if not 0 <= index < len(self.catalog.goals) or str(index) != str(task_id):
+            raise KeyError(f"no WebShop goal {task_id!r} (the catalog has goals '0'..'{len(self.catalog.goals) - 1}')")
+        return self.catalog.goals[index]
+
+    # ------------------------------------------------------------------ episode
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)  # seeds np_random
+        task_id = (options or {}).get("task_id")
+        if task_id is None:
+            if not self._task_ids:
+                raise RuntimeError(f"WebShop split '{self.split}' has no goals")
+            task_id = self._task_ids[int(self.np_random.integers(len(self._task_ids)))]
+        self._session = Session(goal_id=self.goal(str(task_id)).goal_id)
+        return self._observe()
+
+    def step(self, action: str) -> StepReturn:
+        s = self._session
+        if s is None:
+            raise RuntimeError("WebShopEnv.step before reset or restore")
+        if s.page == "done" or s.steps >= self.max_steps:
+            raise RuntimeError("WebShopEnv.step after the episode ended; reset or restore first")
+        if not isinstance(action, str):
+            raise TypeError(f"a WebShopEnv action is a string, got {type(action).__name__}")
+        s.steps += 1
+        s.notice = None
+        if not self._apply(s, parse_action(action)):
+            s.notice = " ".join(action.split())[:MAX_NOTICE_CHARS]
+        obs, info = self._observe()
+        terminated = s.page == "done"
+        truncated = not terminated and s.steps >= self.max_steps
+        return obs, info.get("reward", 0.0) if terminated else 0.0, terminated, truncated, info
+
+    def _apply(self, s: Session, parsed: tuple[str, str] | None) -> bool:
+        """Apply a parsed action to the session; False if it is not valid on the current page."""
+        if parsed is None:
+            return False
+        kind, arg = parsed
+        if kind == "search":
+            if s.page != "search":
+                return False
+            s.page, s.keywords, s.page_num, s.asin, s.options = "results", arg, 1, None, {}
+            return True
+        target = self._clickables(s).get(arg) if kind == "click" else None
+        if target is None:
+            return False
+        if arg == BACK_TO_SEARCH:
+            s.page, s.keywords, s.page_num, s.asin, s.options, s.sub_page = "search", None, 1, None, {}, None
+        elif s.page == "results":
+            if arg in (NEXT_PAGE, PREV_PAGE):
+                s.page_num += 1 if arg == NEXT_PAGE else -1
+            else:
+                s.page, s.asin, s.options = "item", target, {}
+        elif s.page == "item":
+            if arg == PREV_PAGE:
+                s.page, s.asin, s.options = "results", None, {}
+            elif arg == BUY_NOW:
+                s.page = "done"
+            elif arg in SUB_PAGES:
+                s.page, s.sub_page = "sub", SUB_PAGES[arg]
+            else:
+                s.options[target] = arg
+        elif s.page == "sub":  # only "< prev" is left here
+            s.page, s.sub_page = "item", None
+        return True
+
+    # ------------------------------------------------------------------ pages
+    def _results(self, s: Session) -> tuple[str, ...]:
+        return self.catalog.search(s.keywords or "")
+
+    def _clickables(self, s: Session) -> dict[str, str]:
+        """Lowercased click arguments of the current page -> what they point at (asin, option type, button)."""
+        if s.page == "results":
+            ranked = self._results(s)
+            out = {BACK_TO_SEARCH: BACK_TO_SEARCH}
+            if s.page_num > 1:
+                out[PREV_PAGE] = PREV_PAGE
+            if s.page_num * PRODUCTS_PER_PAGE < len(ranked):
+                out[NEXT_PAGE] = NEXT_PAGE
+            start = (s.page_num - 1) * PRODUCTS_PER_PAGE
+            out.update({asin.lower(): asin for asin in ranked[start : start + PRODUCTS_PER_PAGE]})
+            return out
+        if s.page == "item":
+            out = {BACK_TO_SEARCH: BACK_TO_SEARCH, PREV_PAGE: PREV_PAGE}
+            buttons = {**{k: k for k in SUB_PAGES}, BUY_NOW: BUY_NOW}
+            for option_type, values in self.catalog.products[s.asin].options.items():
+                # A value shared by two option types selects the last one, as the original's page; the buttons
+                # keep their meaning over an option value of the same text.
+                out.update({v: option_type for v in values if v not in buttons and v not in _NAV})
+            return {**out, **buttons}
+        if s.page == "sub":
+            return {BACK_TO_SEARCH: BACK_TO_SEARCH, PREV_PAGE: PREV_PAGE}
+        return {}
+
+    def _observe(self) -> tuple[str, dict[str, Any]]:
+        s = self._session
+        goal = self.catalog.goals[int(s.goal_id)]
+        info: dict[str, Any] = {"won": False, "task": goal.instruction, "step": s.steps, "page": s.page}
+        if s.page == "done":
+            product = self.catalog.products[s.asin]
+            reward, parts = purchase_reward(product, goal, self.catalog.prices[s.asin], s.options)
+            info.update(won=reward == 1.0, reward=reward, reward_info=parts, admissible_actions=[])
+            info["purchased"] = {"asin": s.asin, "options": dict(s.options)}
+            body = self._render_done(product, s, reward)
+        else:
+            clicks = self._clickables(s)
+            info["admissible_actions"] = [SEARCH_ACTION] if s.page == "search" else [f"click[{c}]" for c in clicks]
+            body = self._render(s, goal)
+        if s.notice is not None:
+            body = f"Invalid action: {s.notice}\n{body}"
+        return body, info
+
+    def _render(self, s: Session, goal: Goal) -> str:
+        head = f"Instruction:\n{goal.instruction}\n"
+        if s.page == "search":
+            return f"WebShop\n{head}Search box: search[your query]"
+        if s.page == "results":
+            ranked = self._results(s)
+            lines = [f"{head}Current query: {s.keywords}", "[Back to Search]"]
+            lines.append(f"Page {s.page_num} (Total results: {len(ranked)})")
+            if s.page_num > 1:
+                lines.append("[< Prev]")
+            if s.page_num * PRODUCTS_PER_PAGE < len(ranked):
+                lines.append("[Next >]")
+            start = (s.page_num - 1) * PRODUCTS_PER_PAGE
+            for asin in ranked[start : start + PRODUCTS_PER_PAGE]:
+                p = self.catalog.products[asin]
+                lines += [f"[{asin}]", p.title, p.price_tag]
+            return "\n".join(lines)
+        product = self.catalog.products[s.asin]
+        if s.page == "sub":
+            return "\n".join([f"{head}[Back to Search]", "[< Prev]", self._sub_page_text(product, s.sub_page)])
+        lines = [f"{head}[Back to Search]", "[< Prev]"]
+        for option_type, values in product.options.items():
+            lines.append(f"{option_type}: " + " ".join(f"[{v}]" for v in values))
+        lines += [f"You have clicked {v}." for v in s.options.values()]
+        lines += [product.title, f"Price: {product.price_tag}", f"Rating: {product.rating}"]
+        lines += ["[Description] [Features] [Reviews]", "[Buy Now]"]
+        return "\n".join(lines)
+
+    @staticmethod
+    def _sub_page_text(product: Product, sub_page: str) -> str:
+        if sub_page == "Description":
+            return product.description or "No description."
+        if sub_page == "Features":
+            return "\n".join(product.bullets) or "No features."
+        if not product.reviews:
+            return "No reviews found"
+        return "\n".join(f'"{r.title}" {r.score} stars\n{r.body}' for r in product.reviews)
+
+    @staticmethod
+    def _render_done(product: Product, s: Session, reward: float) -> str:
+        chosen = ", ".join(f"{k}: {v}" for k, v in s.options.items()) or "none"
+        return (
+            f"Thank you for shopping with us!\nPurchased: [{product.asin}] {product.title}\nOptions: {chosen}\n"
+            f"Your score (min 0.0, max 1.0): {round(reward, 4)}"
+        )
+
+    # ------------------------------------------------------------------ fork
+    def snapshot(self) -> EnvState:
+        s = self._session
+        if s is None:
+            raise RuntimeError("WebShopEnv.snapshot before reset or restore")
+        payload = (
+            self.catalog.fingerprint,
+            s.page,
+            s.keywords,
+            s.page_num,
+            s.asin,
+            tuple(s.options.items()),
+            s.sub_page,
+            s.notice,
+        )
+        return EnvState(self.name, s.goal_id, s.steps, payload)
+
+    def restore(self, state: EnvState) -> tuple[str, dict[str, Any]]:
+        self._check_state(state)
+        goal = self.goal(state.task_id)
+        try:
+            fingerprint, page, keywords, page_num, asin, options, sub_page, notice = state.payload
+            options = {str(k): str(v) for k, v in options}
+        except (TypeError, ValueError):
+            raise ValueError(
+                "malformed webshop EnvState payload: expected (fingerprint, page, keywords, page_num, asin, "
+                "options, sub_page, notice)"
+            ) from None
+        if fingerprint != self.catalog.fingerprint:
+            raise ValueError(f"webshop state of goal {state.task_id!r} was taken on another catalog than this env's")
+        if not isinstance(state.step_count, int) or not 0 <= state.step_count <= self.max_steps:
+            raise ValueError(f"webshop state has step_count {state.step_count!r}, max_steps is {self.max_steps}")
+        needs_asin = page in ("item", "sub", "done")
+        valid = (
+            page in PAGES
+            and isinstance(page_num, int)
+            and page_num >= 1
+            and (keywords is None or isinstance(keywords, str))
+            and (asin in self.catalog.products if needs_asin else asin is None)
+            and (sub_page in SUB_PAGES.values()) == (page == "sub")
+            and (notice is None or isinstance(notice, str))
+        )
+        if not valid:
+            raise ValueError(f"malformed webshop EnvState: inconsistent session {state.payload!r}")
+        self._session = Session(
+            goal.goal_id, page, keywords, page_num, asin, options, sub_page, notice, state.step_count
+        )
+        return self._observe()
+
+    # ------------------------------------------------------------------ expert
+    def expert_actions(self) -> list[str]:
+        """Search the instruction's key words, page to the goal product, open it, select the goal options, buy.
+
+        Falls back to searching the product's title if the key words do not bring it into the top 50.
+        """
+        if self._session is None:
+            raise RuntimeError("WebShopEnv.expert_actions before reset")
+        goal = self.catalog.goals[int(self._session.goal_id)]
+        for query in (expert_query(goal), goal.name.lower()):
+            ranked = self.catalog.search(query)
+            if goal.asin in ranked:
+                break
+        else:
+            raise RuntimeError(f"the goal product {goal.asin} of goal {goal.goal_id} is not retrievable")
+        rank = ranked.index(goal.asin)
+        actions = [f"search[{query}]", *[f"click[{NEXT_PAGE}]"] * (rank // PRODUCTS_PER_PAGE)]
+        actions.append(f"click[{goal.asin.lower()}]")
+        product = self.catalog.products[goal.asin]
+        values = [v for vals in product.options.values() for v in vals]
+        for wanted in goal.options:
+            value = _closest_option(wanted, values)
+            if value is not None:
+                actions.append(f"click[{value}]")
+        return [*actions, f"click[{BUY_NOW}]"]
+
+
+def _closest_option(wanted: str, values: list[str]) -> str | None:
+    """The product option value a goal option names: equal, equal once normalized, else the best fuzzy match."""
+    normalized = wanted.strip().replace("/", " | ").lower()
+    for value in values:
+        if value in (wanted, normalized):
+            return value
+    scored = [(token_set_ratio(normalized, v), v) for v in values]
+    best = max(scored, default=(0, None))
+    return best[1] if best[0] > 85 else None
+
+
+def retrievability(env: WebShopEnv, task_ids: list[str] | None = None) -> dict[str, float]:
+    """How findable the goal products are with :func:`expert_query`, and how often the expert wins.
+
+    Returns:
+        ``n``; ``first_page``: share of goals whose product is on the first results page; ``top50``: in the 50
+        results; ``expert_won``: share of expert episodes with reward 1.0.
+    """
+    ids = env.task_ids() if task_ids is None else task_ids
+    first = top = won = 0
+    for task_id in ids:
+        goal = env.goal(task_id)
+        ranked = env.catalog.search(expert_query(goal))
+        first += goal.asin in ranked[:PRODUCTS_PER_PAGE]
+        top += goal.asin in ranked
+        env.reset(options={"task_id": task_id})
+        result = None
+        for action in env.expert_actions():
+            result = env.step(action)
+        won += bool(result and result[4]["won"])
+    n = len(ids)
+    return {"n": n, "first_page": first / n, "top50": top / n, "expert_won": won / n}
