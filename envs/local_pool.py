@@ -1,7 +1,9 @@
 """An in-process environment pool with the same async interface as the Ray :class:`envs.pool.EnvPool`.
 
-For tests, the CPU demo and small runs: episodes live in this process, env calls run in a thread pool so the
-asyncio loop of an agent-loop worker is not blocked by a slow step. Environment instances are reused across
+For tests and small runs: episodes live in this process, and env calls run on one worker thread so that the
+asyncio loop of an agent-loop worker is not blocked by a slow step. One thread, because env steps are CPU-bound
+Python (the GIL gives threads nothing) and not every env is thread-safe (TextWorld's PDDL parser is not); the
+Ray pool is the way to run envs in parallel. Environment instances are reused across
 episodes (``reset`` and ``restore`` set the whole state), since building one can load a catalog or an index.
 """
 
@@ -22,10 +24,10 @@ class LocalEnvPool:
     Args:
         env_name: Registered environment name (see :func:`envs.make`).
         env_kwargs: Constructor arguments of the environment.
-        max_threads: Env calls that may run at once.
+        max_threads: Env calls that may run at once; more than 1 only for envs known to be thread-safe.
     """
 
-    def __init__(self, env_name: str, env_kwargs: dict[str, Any] | None = None, max_threads: int = 4):
+    def __init__(self, env_name: str, env_kwargs: dict[str, Any] | None = None, max_threads: int = 1):
         self.env_name = env_name
         self.env_kwargs = dict(env_kwargs or {})
         self._executor = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix=f"{env_name}-env")

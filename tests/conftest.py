@@ -110,11 +110,17 @@ class ScriptedServer:
             self.judge_prompts.append(text)
             label = "A" if "Trajectory A (SUCCEEDED" in text else "B"
             return json.dumps({"trajectory": label, "start_turn": 0, "end_turn": 0, "reason": "the fork"})
+        return self.act(text, key)
+
+    def alternate(self, key) -> bool:
+        """True, False, True, ... over the calls with the same prompt (unless ``always_right``)."""
+        self.calls[key] += 1
+        return self.always_right or self.calls[key] % 2 == 1
+
+    def act(self, text: str, key) -> str:
         last = re.split(r"<\|user\|>", text)[-1]
         if "Choose: go left or go right" in last:
-            self.calls[key] += 1
-            right = self.always_right or self.calls[key] % 2 == 1
-            return "<action>go right</action>" if right else "<action>go left</action>"
+            return "<action>go right</action>" if self.alternate(key) else "<action>go left</action>"
         if "You may wait" in last:
             return "I will <action>wait</action>"
         return "<think>the chest</think><action>open</action>"
@@ -125,12 +131,35 @@ class ScriptedServer:
         return TokenOutput(token_ids=self.tokenizer.encode(reply) + [self.tokenizer.eos_token_id])
 
 
-def make_config(adv_estimator="prover", n=4, k=4, judge="policy", response_length=512, **prover):
+class PlanServer(ScriptedServer):
+    """Follows an expert plan, except that its first action alternates between the plan's and a wasted "look"."""
+
+    def __init__(self, tokenizer, plan: list[str]):
+        super().__init__(tokenizer)
+        self.plan = plan
+
+    def act(self, text: str, key) -> str:
+        turn = text.count("<|assistant|>") - 1  # one generation prompt per turn so far, plus this one
+        if turn == 0 and not self.alternate(key):
+            return "<action>look</action>"
+        return f"<action>{self.plan[min(turn, len(self.plan) - 1)]}</action>"
+
+
+def make_config(
+    adv_estimator="prover",
+    n=4,
+    k=4,
+    judge="policy",
+    response_length=512,
+    prompt_length=256,
+    env=None,
+    **prover,
+):
     return OmegaConf.create(
         {
             "actor_rollout_ref": {
                 "rollout": {
-                    "prompt_length": 256,
+                    "prompt_length": prompt_length,
                     "response_length": response_length,
                     "n": n,
                     "calculate_log_probs": False,
@@ -142,7 +171,7 @@ def make_config(adv_estimator="prover", n=4, k=4, judge="policy", response_lengt
                 "norm_adv_by_std_in_grpo": True,
                 "prover": {"k": k, "judge": {"type": judge}, **prover},
             },
-            "env": {"name": "forkroad", "max_turns": 6},
+            "env": env or {"name": "forkroad", "max_turns": 6},
         }
     )
 

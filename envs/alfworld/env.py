@@ -14,7 +14,6 @@ the game's translation and the last observation; :meth:`AlfWorldEnv.restore` reb
 
 from __future__ import annotations
 
-import contextlib
 import os
 from typing import Any
 
@@ -209,8 +208,10 @@ class AlfWorldEnv(TextEnv):
         self._task_id = None
 
     def __del__(self):
-        with contextlib.suppress(Exception):  # at interpreter shutdown there is nothing left to give back to
+        try:  # noqa: SIM105  (contextlib may already be torn down at interpreter shutdown)
             self.close()
+        except Exception:
+            pass
 
 
 __all__ = ["AlfWorldEnv", "RESTORE_METHODS", "TASK_TYPES"]
