@@ -4,7 +4,7 @@
     python benchmarks/credit_assignment.py --suite ablations       # k, coef, segment_side, min_estimate
     python benchmarks/credit_assignment.py --suite ablations --only k,coef --judge noisy:1.0 --seeds 3
 
-Each ablation changes one knob of the ``ProverConfig`` defaults (k=4, coef=1, segment_side=success,
+Each ablation changes one knob of the ``ProverConfig`` defaults (k=2, coef=2, segment_side=success,
 min_estimate=0) and runs against GRPO with the same seeds and updates; the table and JSON go to ``--out``.
 """
 
@@ -23,9 +23,9 @@ from prover_verl.demo.train import MethodSpec, default_methods
 
 ABLATIONS = {
     "k": ("k", (2, 4, 8)),
-    "coef": ("coef", (0.5, 1.0, 2.0)),
+    "coef": ("coef", (0.5, 1.0, 2.0, 4.0)),
     "side": ("segment_side", ("success", "failure", "any")),
-    "min_estimate": ("min_estimate", (0.0, 0.25)),
+    "min_estimate": ("min_estimate", (0.0, 0.5)),  # K=2 estimates are multiples of 0.5
 }
 
 
@@ -43,14 +43,31 @@ def parse_judge(text: str) -> tuple[str, float | None]:
     return kind, value
 
 
-def ablation_methods(only: Sequence[str], judge: tuple[str, float | None]) -> list[MethodSpec]:
-    """GRPO, ProVer at the defaults, and ProVer with one knob changed per entry of ``only``."""
+def parse_base(text: str) -> dict:
+    """``k=2,coef=2.0``: ProverConfig fields the ablations start from instead of the defaults."""
+    known = {field for field, _ in ABLATIONS.values()}
+    fields = {}
+    for item in filter(None, text.split(",")):
+        key, sep, value = item.partition("=")
+        if not sep or key not in known:
+            raise argparse.ArgumentTypeError(
+                f"--base expects field=value with a field of {sorted(known)}, got {item!r}"
+            )
+        fields[key] = value if key == "segment_side" else (int(value) if key == "k" else float(value))
+    return fields
+
+
+def ablation_methods(
+    only: Sequence[str], judge: tuple[str, float | None], base: dict | None = None
+) -> list[MethodSpec]:
+    """GRPO, ProVer at the defaults (or ``base``), and ProVer with one knob changed per entry of ``only``."""
     kind, accuracy = judge
     label = "heuristic judge" if kind == "heuristic" else f"judge acc {accuracy}"
-    default = ProverConfig()
+    default = dataclasses.replace(ProverConfig(), **(base or {}))
+    tag = "defaults" if not base else ",".join(f"{k}={v}" for k, v in base.items())
     methods = [
         MethodSpec("GRPO", "grpo"),
-        MethodSpec(f"ProVer defaults ({label})", "prover", judge=kind, accuracy=accuracy, prover=default),
+        MethodSpec(f"ProVer {tag} ({label})", "prover", judge=kind, accuracy=accuracy, prover=default),
     ]
     for name in only:
         if name not in ABLATIONS:
@@ -60,7 +77,7 @@ def ablation_methods(only: Sequence[str], judge: tuple[str, float | None]) -> li
             if value == getattr(default, field):
                 continue
             config = dataclasses.replace(default, **{field: value})
-            name = f"ProVer {field}={value}"
+            name = f"ProVer {field}={value}" + (f" ({tag})" if base else "")
             methods.append(MethodSpec(name, "prover", judge=kind, accuracy=accuracy, prover=config))
     return methods
 
@@ -71,12 +88,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--suite", choices=("main", "ablations"), default="ablations")
     parser.add_argument("--only", default=",".join(ABLATIONS), help=f"comma-separated subset of {list(ABLATIONS)}")
     parser.add_argument("--judge", type=parse_judge, default=("noisy", 0.5), help="heuristic or noisy:<accuracy>")
+    parser.add_argument("--base", type=parse_base, default=None, help="start the ablations from e.g. k=2,coef=2.0")
     parser.set_defaults(out=Path("results/credit_assignment"), seeds=3)
     args = parser.parse_args(argv)
     if args.suite == "main":
         methods = default_methods(ProverConfig())
     else:
-        methods = ablation_methods([s for s in args.only.split(",") if s], args.judge)
+        methods = ablation_methods([s for s in args.only.split(",") if s], args.judge, args.base)
     configs = run_configs(args, methods)
     print(HEADER, file=sys.stderr, flush=True)
     report = write_report(execute(configs, args.workers), args.out, settings_of(configs), args.target)

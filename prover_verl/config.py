@@ -58,8 +58,8 @@ class ProverConfig:
         judge: The judge's settings.
     """
 
-    k: int = 4
-    coef: float = 1.0
+    k: int = 2
+    coef: float = 2.0
     min_estimate: float = 0.0
     segment_side: str = "success"
     max_segments_per_step: int = -1

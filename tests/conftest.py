@@ -149,6 +149,7 @@ def make_config(
     adv_estimator="prover",
     n=4,
     k=4,
+    coef=1.0,
     judge="policy",
     response_length=512,
     prompt_length=256,
@@ -169,7 +170,7 @@ def make_config(
             "algorithm": {
                 "adv_estimator": adv_estimator,
                 "norm_adv_by_std_in_grpo": True,
-                "prover": {"k": k, "judge": {"type": judge}, **prover},
+                "prover": {"k": k, "coef": coef, "judge": {"type": judge}, **prover},
             },
             "env": env or {"name": "forkroad", "max_turns": 6},
         }

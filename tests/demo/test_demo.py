@@ -1,6 +1,7 @@
 """CPU demo: KeyDoor env, noisy judge, ProVer / Monte-Carlo credit against hand computations, and a tiny run."""
 
 import asyncio
+import dataclasses
 import importlib.util
 import json
 import pickle
@@ -264,11 +265,12 @@ def test_prover_credit_spans_a_multi_turn_segment_and_skips_bad_estimates():
     table = _tiny_task()
     rollouts = _hand_rollouts(table, [True, False])
     base, _ = grpo_advantages(rollouts)
+    config = ProverConfig(k=2, coef=1.0)
     loop = asyncio.new_event_loop()
     try:
         # Turns 1..3: fork before turn 1 (0 of 2 succeed) and after turn 3 (2 of 2): estimate 1 on turns 1-3 only.
         sim = ScriptedSim(table, {1: 0, 4: 2}, k=2)
-        adv, _ = prover_advantages(rollouts, sim, FixedJudge(Proposal(0, 1, 3)), ProverConfig(k=2), None, loop)
+        adv, _ = prover_advantages(rollouts, sim, FixedJudge(Proposal(0, 1, 3)), config, None, loop)
         delta = adv - base
         credited = {action_position(t) for t in (1, 2, 3)}
         std = np.std([1.0, 0.0], ddof=1)
@@ -278,15 +280,15 @@ def test_prover_credit_spans_a_multi_turn_segment_and_skips_bad_estimates():
         assert torch.all(delta[1] == 0)
         # A segment ending the episode uses the trajectory's own outcome after it: no continuations after it.
         sim = ScriptedSim(table, {5: 2}, k=2)
-        adv, stats = prover_advantages(rollouts, sim, FixedJudge(Proposal(0, 5, 5)), ProverConfig(k=2), None, loop)
+        adv, stats = prover_advantages(rollouts, sim, FixedJudge(Proposal(0, 5, 5)), config, None, loop)
         assert torch.equal(adv, base) and stats.verified_positive == 0 and stats.estimate_sum == 0.0
         assert sim.calls == [(5, 2)] and stats.extra_steps == 2
         # On the failure side: after = its own failure, before = 2/2, so the estimate is -1 and adds nothing.
-        failure = ProverConfig(k=2, segment_side="failure")
+        failure = dataclasses.replace(config, segment_side="failure")
         adv, stats = prover_advantages(rollouts, sim, FixedJudge(Proposal(1, 5, 5)), failure, None, loop)
         assert torch.equal(adv, base) and stats.verified_positive == 0 and stats.estimate_sum == -1.0
         # A proposal on the wrong side of the pair is rejected (success side by default).
-        adv, stats = prover_advantages(rollouts, sim, FixedJudge(Proposal(1, 2, 2)), ProverConfig(k=2), None, loop)
+        adv, stats = prover_advantages(rollouts, sim, FixedJudge(Proposal(1, 2, 2)), config, None, loop)
         assert torch.equal(adv, base) and stats.statuses["out_of_range"] == 1 and stats.proposals == 0
     finally:
         loop.close()
@@ -371,8 +373,18 @@ def test_benchmark_ablations_change_one_knob_each():
     default = ProverConfig()
     assert methods[0].kind == "grpo" and methods[1].prover == default
     changed = {m.name: m.prover for m in methods[2:]}
-    assert len(changed) == 2 + 2 + 2 + 1
-    assert changed["ProVer k=2"] == ProverConfig(k=2) and changed["ProVer segment_side=any"].segment_side == "any"
+    # the default's own value of each knob is not run twice
+    assert sorted(changed) == sorted(
+        ["ProVer k=4", "ProVer k=8", "ProVer coef=0.5", "ProVer coef=1.0", "ProVer coef=4.0"]
+        + ["ProVer segment_side=failure", "ProVer segment_side=any", "ProVer min_estimate=0.5"]
+    )
+    assert changed["ProVer k=4"] == dataclasses.replace(default, k=4)
+    assert changed["ProVer segment_side=any"] == dataclasses.replace(default, segment_side="any")
+    based = bench.ablation_methods(["k"], ("heuristic", None), bench.parse_base("k=4,coef=1.0"))
+    assert based[1].prover == dataclasses.replace(default, k=4, coef=1.0) and based[1].judge == "heuristic"
+    assert [m.prover.k for m in based[2:]] == [2, 8] and all(m.prover.coef == 1.0 for m in based[2:])
+    with pytest.raises(Exception, match="field=value"):
+        bench.parse_base("judge=3")
     with pytest.raises(Exception, match="noisy"):
         bench.parse_judge("noisy:2")
     assert task_text("x") != task_text("y")

@@ -40,7 +40,8 @@ def _batch():
     )
 
 
-def _config(norm=True, **prover):
+def _config(norm=True, coef=1.0, **prover):
+    prover = {"coef": coef, **prover}
     return OmegaConf.create({"adv_estimator": "prover", "norm_adv_by_std_in_grpo": norm, "prover": prover})
 
 
@@ -77,7 +78,7 @@ def test_registered_without_importing_prover_verl_by_hand():
 def test_compute_advantage_dispatcher_matches_hand_computation(norm, coef):
     data = _batch()
     with bind_credit(_credit()):
-        out = compute_advantage(data, adv_estimator="prover", config=_config(norm, coef=coef))
+        out = compute_advantage(data, adv_estimator="prover", config=_config(norm, coef))
     torch.testing.assert_close(out.batch["advantages"], _expected(norm, coef), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(out.batch["returns"], out.batch["advantages"])
 
