@@ -9,7 +9,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def dry_run(recipe: str, *overrides: str) -> dict:
+def dry_run(recipe: str, cwd: Path, *overrides: str) -> dict:
     env = {**os.environ, "MODEL_PATH": "/models/qwen", "DATA_DIR": "/data/x"}
     out = subprocess.run(
         ["bash", str(ROOT / "recipes" / recipe), "--dry-run", *overrides],
@@ -17,7 +17,7 @@ def dry_run(recipe: str, *overrides: str) -> dict:
         text=True,
         env=env,
         timeout=300,
-        cwd=ROOT,
+        cwd=cwd,  # hydra writes its outputs/ folder here
     )
     assert out.returncode == 0, out.stderr[-3000:]
     return yaml.safe_load(out.stdout)
@@ -31,13 +31,13 @@ def flatten(d, prefix=""):
             yield f"{prefix}{k}", v
 
 
-def test_prover_and_grpo_recipes_differ_only_in_the_estimator():
-    prover = dict(flatten(dry_run("alfworld/run_prover_qwen3.5_2b.sh")))
-    grpo = dict(flatten(dry_run("alfworld/run_grpo_qwen3.5_2b.sh")))
+def test_prover_and_grpo_recipes_differ_only_in_the_estimator(tmp_path):
+    prover = dict(flatten(dry_run("alfworld/run_prover_qwen3.5_2b.sh", tmp_path)))
+    grpo = dict(flatten(dry_run("alfworld/run_grpo_qwen3.5_2b.sh", tmp_path)))
     assert prover["algorithm.adv_estimator"] == "prover" and grpo["algorithm.adv_estimator"] == "grpo"
     assert prover["trainer.v1.trainer_mode"] == "prover_sync"
     assert prover["actor_rollout_ref.rollout.agent.default_agent_loop"] == "prover_env_agent"
-    assert prover["algorithm.prover.k"] == 4 and prover["env.name"] == "alfworld"
+    assert prover["algorithm.prover.k"] == 2 and prover["env.name"] == "alfworld"
     assert prover["data.train_files"] == "/data/x/train.parquet"
     differing = {k for k in prover.keys() | grpo.keys() if prover.get(k) != grpo.get(k)}
     # the experiment name (and the checkpoint dir and paths derived from it) follow the estimator
@@ -46,7 +46,7 @@ def test_prover_and_grpo_recipes_differ_only_in_the_estimator():
     }
 
 
-def test_bad_prover_key_fails_the_dry_run():
+def test_bad_prover_key_fails_the_dry_run(tmp_path):
     env = {**os.environ, "MODEL_PATH": "/models/qwen"}
     out = subprocess.run(
         ["bash", str(ROOT / "recipes/searchqa/run_prover_qwen3.5_4b.sh"), "--dry-run", "algorithm.prover.k=0"],
@@ -54,5 +54,6 @@ def test_bad_prover_key_fails_the_dry_run():
         text=True,
         env=env,
         timeout=300,
+        cwd=tmp_path,
     )
     assert out.returncode != 0 and "algorithm.prover.k must be an integer >= 1" in out.stderr
