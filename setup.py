@@ -14,7 +14,6 @@ setup(
         "envs.searchqa": ["data/**/*"],
         "envs.webshop": ["data/**/*"],
     },
-    include_package_data=True,
     python_requires=">=3.10,<3.13",
     install_requires=[
         "verl[verl-core]==0.9.1",
