@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-import threading
 from collections import defaultdict
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
+from envs._shared import abs_path, load_once
 from envs.base import EnvState, StepReturn, TextEnv
 from envs.searchqa.answer import Action, exact_match, f1_score, normalize_answer, parse_action
 from envs.searchqa.corpus import (
@@ -33,21 +31,6 @@ from envs.searchqa.corpus import (
 
 _KINDS = ("search", "answer", "invalid")
 _FORMAT = "Reply with <search>your query</search> to search, or <answer>your answer</answer> to give the final answer."
-
-# Corpora, indexes and question files loaded in this process, shared by all env instances (a pool builds many).
-_shared: dict[tuple, Any] = {}
-_shared_lock = threading.Lock()
-
-
-def _load_once(key: tuple, load: Callable[[], Any]) -> Any:
-    with _shared_lock:
-        if key not in _shared:
-            _shared[key] = load()
-        return _shared[key]
-
-
-def _abs(path: str | os.PathLike | None) -> str | None:
-    return None if path is None else str(Path(path).expanduser().resolve())
 
 
 class SearchQAEnv(TextEnv):
@@ -88,10 +71,11 @@ class SearchQAEnv(TextEnv):
             raise ValueError(f"topk must be >= 1, got {topk}")
         self.topk = topk
         self.split = split
-        key = ("retriever", _abs(corpus_path), _abs(index_dir))  # the data; where its index is cached does not matter
-        self.retriever: Retriever = _load_once(key, lambda: open_retriever(corpus_path, index_dir, cache_dir))
+        # keyed by the data; where its index is cached does not matter
+        key = ("searchqa retriever", abs_path(corpus_path), abs_path(index_dir))
+        self.retriever: Retriever = load_once(key, lambda: open_retriever(corpus_path, index_dir, cache_dir))
         qfile = resolve_questions(questions_path if questions_path is not None else DEFAULT_QUESTIONS, split)
-        questions = _load_once(("questions", _abs(qfile)), lambda: load_questions(qfile, split))
+        questions = load_once(("searchqa questions", abs_path(qfile)), lambda: load_questions(qfile, split))
         self._questions: dict[str, Question] = {q.qid: q for q in questions}
         self._question: Question | None = None
         self._turns: list[Action] = []

@@ -26,11 +26,10 @@ import dataclasses
 import math
 import os
 import re
-import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from envs._shared import abs_path, load_once
 from envs.base import EnvState, StepReturn, TextEnv
 from envs.webshop.catalog import DATA_DIR, Catalog, Goal, Product, default_cache_dir, load_catalog
 from envs.webshop.reward import purchase_reward, token_set_ratio
@@ -60,20 +59,6 @@ _FILLER = frozenset({
     "with", "and", "in", "of", "also",
 })
 # fmt: on
-
-_shared: dict[tuple, Catalog] = {}
-_shared_lock = threading.Lock()
-
-
-def _load_once(key: tuple, load: Callable[[], Catalog]) -> Catalog:
-    with _shared_lock:
-        if key not in _shared:
-            _shared[key] = load()
-        return _shared[key]
-
-
-def _abs(path: str | os.PathLike | None) -> str | None:
-    return None if path is None else str(Path(path).expanduser().resolve())
 
 
 def parse_action(action: str) -> tuple[str, str] | None:
@@ -162,9 +147,9 @@ class WebShopEnv(TextEnv):
             raise ValueError(f"unknown WebShop split {split!r}; choose one of {', '.join(SPLITS)}")
         root = Path(data_dir).expanduser() if data_dir is not None else DATA_DIR
         files = (products_file, attributes_file, human_file, reviews_file)
-        cache = _abs(cache_dir) if cache_dir is not None else str(default_cache_dir())
-        key = (_abs(root), *map(_abs, files), num_products, human_goals, cache)
-        self.catalog: Catalog = _load_once(
+        cache = abs_path(cache_dir) if cache_dir is not None else str(default_cache_dir())
+        key = ("webshop", abs_path(root), *map(abs_path, files), num_products, human_goals, cache)
+        self.catalog: Catalog = load_once(
             key,
             lambda: load_catalog(
                 root,

@@ -1,11 +1,9 @@
 """Search-QA env: shipped data, Search-R1 protocol, EM/F1, exact fork (in-process and across processes), file errors."""
 
 import json
-import multiprocessing
 import os
 import pickle
 import re
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pandas as pd
@@ -271,7 +269,7 @@ queue.put((restored, [child.step(a) for a in actions], str(child.retriever.index
 """
 
 
-def test_restore_in_another_process(env, cache_root):
+def test_restore_in_another_process(env, cache_root, run_in_spawned_child):
     task = first_task(env, "hotpot_mini")
     env.reset(options={"task_id": task})
     first, *rest = env.expert_actions()
@@ -280,19 +278,9 @@ def test_restore_in_another_process(env, cache_root):
     expected = play(env, rest)
     index_dir = env.retriever.index_dir
     built = {p.name: p.stat().st_mtime_ns for p in index_dir.iterdir()}
-    ctx = multiprocessing.get_context("spawn")
-    queue = ctx.Queue()
     cache_dir = str(cache_root / "prover_verl" / "searchqa")
-    scope = {"state_bytes": pickle.dumps(state), "actions": rest, "cache_dir": cache_dir, "queue": queue}
-    proc = ctx.Process(target=exec, args=(CHILD, scope))
-    proc.start()
-    deadline = time.monotonic() + 120
-    while queue.empty() and proc.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not queue.empty(), f"child exited with {proc.exitcode} and no result"
-    restored, replayed, child_index = queue.get(timeout=10)
-    proc.join(timeout=60)
-    assert proc.exitcode == 0
+    scope = {"state_bytes": pickle.dumps(state), "actions": rest, "cache_dir": cache_dir}
+    restored, replayed, child_index = run_in_spawned_child(CHILD, scope)
     assert restored == (after_first[0], after_first[4])
     assert replayed == expected and replayed[-1][1] == 1.0
     assert child_index == str(index_dir)  # the child reused the cached index ...

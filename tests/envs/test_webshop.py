@@ -1,10 +1,8 @@
 """WebShop env: original data format, page flow, the WebShop reward by hand, exact fork (in and across processes)."""
 
 import json
-import multiprocessing
 import pickle
 import random
-import time
 from pathlib import Path
 
 import pytest
@@ -481,7 +479,7 @@ queue.put((restored, [child.step(a) for a in actions], str(child.catalog.index.i
 """
 
 
-def test_restore_in_another_process(env, cache_dir):
+def test_restore_in_another_process(env, cache_dir, run_in_spawned_child):
     goal = goal_with(env, lambda g, p: len(g.options) == 2)
     env.reset(options={"task_id": goal.goal_id})
     actions = episode_actions(env, goal)
@@ -490,18 +488,8 @@ def test_restore_in_another_process(env, cache_dir):
     expected = play(env, actions[5:])
     index_dir = env.catalog.index.index_dir
     built = {p.name: p.stat().st_mtime_ns for p in index_dir.iterdir()}
-    ctx = multiprocessing.get_context("spawn")
-    queue = ctx.Queue()
-    scope = {"state_bytes": pickle.dumps(state), "actions": actions[5:], "cache_dir": str(cache_dir), "queue": queue}
-    proc = ctx.Process(target=exec, args=(CHILD, scope))
-    proc.start()
-    deadline = time.monotonic() + 120
-    while queue.empty() and proc.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not queue.empty(), f"child exited with {proc.exitcode} and no result"
-    restored, replayed, child_index = queue.get(timeout=10)
-    proc.join(timeout=60)
-    assert proc.exitcode == 0
+    scope = {"state_bytes": pickle.dumps(state), "actions": actions[5:], "cache_dir": str(cache_dir)}
+    restored, replayed, child_index = run_in_spawned_child(CHILD, scope)
     assert restored == (at_fork[0], at_fork[4])
     assert replayed == expected and replayed[-1][1] == 1.0
     assert child_index == str(index_dir)  # the child reused the cached index ...
