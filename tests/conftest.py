@@ -104,6 +104,8 @@ class ScriptedServer:
         self.always_right = always_right
         self.calls = collections.Counter()
         self.judge_prompts = []
+        self.generations = 0
+        self.version = 1  # an int, or a callable giving the version of each generation
 
     def _reply(self, text: str, key) -> str:
         if "You analyse two attempts" in text:
@@ -128,7 +130,11 @@ class ScriptedServer:
     async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
         text = self.tokenizer.decode(prompt_ids)
         reply = self._reply(text, tuple(prompt_ids))
-        return TokenOutput(token_ids=self.tokenizer.encode(reply) + [self.tokenizer.eos_token_id])
+        self.generations += 1
+        # as verl's LLMServerClient reports it: the policy version (global step) that generated this turn
+        version = self.version() if callable(self.version) else self.version
+        steps = {"global_steps": version, "min_global_steps": version, "max_global_steps": version}
+        return TokenOutput(token_ids=self.tokenizer.encode(reply) + [self.tokenizer.eos_token_id], extra_fields=steps)
 
 
 class PlanServer(ScriptedServer):

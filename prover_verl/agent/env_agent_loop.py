@@ -88,7 +88,8 @@ class EnvAgentLoop(AgentLoopBase):
     """Multi-turn environment agent with ProVer's propose-and-verify on complete rollout groups.
 
     Data rows name the task in ``extra_info``: ``{"env": "alfworld", "task_id": ..., "verify": true}``;
-    ``verify: false`` (validation rows) plays the episode without ProVer.
+    ``verify: false`` (validation rows) plays the episode without ProVer. With ``adv_estimator=prover`` every row
+    must say which it is: the group size is ``rollout.n``, so a per-row ``__rollout_n__`` is not supported.
     """
 
     def __init__(self, *args, **kwargs):
@@ -102,7 +103,15 @@ class EnvAgentLoop(AgentLoopBase):
     # ------------------------------------------------------------------ rollout
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
         extra = dict(kwargs.get("extra_info") or {})
-        verify = self.use_prover and bool(extra.get("verify", True))
+        train_row = extra.get("verify")
+        if self.use_prover and train_row not in (True, False):  # also numpy bools from parquet
+            # The agent loop cannot tell training from validation (verl does not pass it), and a validation
+            # group of val_kwargs.n sessions must not wait for rollout.n: the row has to say.
+            raise ValueError(
+                f"{AGENT_NAME} with adv_estimator=prover needs extra_info.verify (true on training rows, false on "
+                f"validation rows; python -m prover_verl.data writes it), got {train_row!r}"
+            )
+        verify = self.use_prover and bool(train_row)
         uid, session_id = kwargs.get("uid"), kwargs.get("session_id")
         if verify and (uid is None or session_id is None):
             raise RuntimeError("ProVer needs verl's v1 agent-loop worker (rows with uid and session_id)")
@@ -118,7 +127,7 @@ class EnvAgentLoop(AgentLoopBase):
             group = await _rendezvous().submit(
                 uid, self.group_size, episode, process, timeout_s=4 * self.prover.verify_timeout_s
             )
-        if not verify and self.env_config.eval_log_dir:
+        if train_row is not None and not train_row and self.env_config.eval_log_dir:  # validation rows, any estimator
             _log_episode(self.env_config.eval_log_dir, extra, episode, kwargs.get("global_steps", -1))
         return self._output(episode, group, verify)
 
@@ -173,6 +182,7 @@ class EnvAgentLoop(AgentLoopBase):
             )
             await self._append_assistant(conv, output)
             result.gen_tokens += len(output.token_ids)
+            _track_policy_version(result, output.extra_fields)
             reply = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
             conv.messages.append({"role": "assistant", "content": reply})
             action = adapter.parse_action(reply)
@@ -278,7 +288,7 @@ class EnvAgentLoop(AgentLoopBase):
                 ),
                 timeout=self.prover.verify_timeout_s,
             )
-        except TimeoutError:
+        except (TimeoutError, asyncio.TimeoutError):  # distinct classes before Python 3.11
             stats["verify_timeout"] = 1.0
             return group
         except VerificationError as err:
@@ -330,11 +340,26 @@ class EnvAgentLoop(AgentLoopBase):
             reward_score=episode.result.reward,
             num_turns=2 * episode.num_turns + 1,
             metrics={},
-            # numeric per-episode outcomes; verl's validation reports their means per data_source
-            extra_fields={"reward_extra_info": _outcome(episode.result)},
+            extra_fields={
+                # numeric per-episode outcomes; verl's validation reports their means per data_source
+                "reward_extra_info": _outcome(episode.result),
+                # the policy versions the trajectory was sampled with: verl's TransferQueue tags and staleness
+                # metrics read them (as verl's own ToolAgentLoop passes them on)
+                "min_global_steps": episode.result.min_global_steps,
+                "max_global_steps": episode.result.max_global_steps,
+            },
             prover_credit=credit,
             prover_stats=stats,
         )
+
+
+def _track_policy_version(result: PlayResult, extra_fields: dict[str, Any]) -> None:
+    """Keep the first ``min_global_steps`` and the latest ``max_global_steps`` that the server reported."""
+    if result.min_global_steps is None:
+        result.min_global_steps = extra_fields.get("min_global_steps")
+    latest = extra_fields.get("max_global_steps")
+    if latest is not None:
+        result.max_global_steps = latest
 
 
 def _outcome(result: PlayResult) -> dict[str, float]:
@@ -349,6 +374,7 @@ def _outcome(result: PlayResult) -> dict[str, float]:
 def _log_episode(log_dir: str, extra: dict, episode: Episode, global_steps) -> None:
     """Append a validation episode to ``<log_dir>/episodes-<pid>.jsonl`` (one file per process, no interleaving)."""
     record = {
+        **_outcome(episode.result),  # first: the env's own keys (its "step" is a turn count) must not win
         "step": int(global_steps),
         "env": extra.get("env"),
         "task_id": str(extra.get("task_id")),
@@ -357,7 +383,6 @@ def _log_episode(log_dir: str, extra: dict, episode: Episode, global_steps) -> N
         "reward": episode.result.reward,
         "turns": episode.num_turns,
         "stop": episode.result.stop,
-        **_outcome(episode.result),
     }
     os.makedirs(log_dir, exist_ok=True)
     with open(os.path.join(log_dir, f"episodes-{os.getpid()}.jsonl"), "a") as f:

@@ -72,6 +72,8 @@ class PlayResult:
         marks: Fork point per turn (recorded runs only).
         stop: Why play stopped: ``terminated``, ``truncated`` (env step limit), ``max_turns`` or ``max_tokens``.
         final_info: The env's info dict of the last step, if the episode ended in the env.
+        min_global_steps: Policy version (verl's global step) of the first generation, as the server reports it.
+        max_global_steps: Policy version of the last generation (verl checks the span for staleness).
     """
 
     won: bool = False
@@ -82,6 +84,8 @@ class PlayResult:
     marks: list[TurnMark] = dataclasses.field(default_factory=list)
     stop: str = ""
     final_info: dict[str, Any] | None = None
+    min_global_steps: int | None = None
+    max_global_steps: int | None = None
 
 
 @dataclasses.dataclass

@@ -92,7 +92,7 @@ class GroupRendezvous:
                 except Exception as err:
                     group.result.set_exception(err)
             return await asyncio.wait_for(asyncio.shield(group.result), timeout=timeout_s)
-        except TimeoutError:
+        except (TimeoutError, asyncio.TimeoutError):  # distinct classes before Python 3.11
             group.expired = True
             raise TimeoutError(
                 f"group {uid}: {group.arrived}/{group.size} sessions arrived and no result in {timeout_s}s"

@@ -28,7 +28,7 @@ async def test_prover_step_on_alfworld_matches_hand_computation(game, make_loop,
     env = {"name": "alfworld", "kwargs": {"max_steps": steps}, "max_turns": steps}
     config = make_config(k=4, env=env, prompt_length=4096, response_length=32768)
     server = PlanServer(tokenizer, plan)
-    extra = {"env": "alfworld", "task_id": task_id}
+    extra = {"env": "alfworld", "task_id": task_id, "verify": True}
     loops = [make_loop(config, server) for _ in range(4)]
     outputs = await asyncio.gather(
         *(loop.run({}, uid="alf", session_id=i, global_steps=1, extra_info=extra) for i, loop in enumerate(loops))

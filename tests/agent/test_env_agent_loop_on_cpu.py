@@ -1,6 +1,7 @@
 """A full ProVer step on CPU: rollouts, judge proposal, forks, continuations, credit in verl's advantages."""
 
 import asyncio
+import json
 
 import numpy as np
 import pytest
@@ -15,7 +16,9 @@ from prover_verl.metrics import FIELD_PREFIX, STAT_KEYS, summarize
 
 async def run_group(make_loop, config, server, uid="task-0", n=4, verify=True):
     loops = [make_loop(config, server) for _ in range(n)]
-    extra = {"env": "forkroad", "task_id": "road-0", "verify": verify}
+    extra = {"env": "forkroad", "task_id": "road-0"}
+    if verify is not None:
+        extra["verify"] = verify
     return await asyncio.gather(
         *(
             loop.run({"temperature": 1.0}, uid=uid, session_id=i, global_steps=1, extra_info=extra)
@@ -117,12 +120,46 @@ async def test_heuristic_judge_and_budget(make_loop, make_config, scripted_serve
 async def test_a_failing_session_fails_its_siblings_fast(make_loop, make_config, scripted_server):
     server = scripted_server()
     loops = [make_loop(make_config(), server) for _ in range(4)]
-    good = {"env": "forkroad", "task_id": "road-0"}
+    good = {"env": "forkroad", "task_id": "road-0", "verify": True}
+    broken = {"env": "forkroad", "verify": True}  # no task_id
     calls = [
-        loop.run({}, uid="broken", session_id=i, global_steps=1, extra_info=good if i else {"env": "forkroad"})
+        loop.run({}, uid="broken", session_id=i, global_steps=1, extra_info=good if i else broken)
         for i, loop in enumerate(loops)
     ]
     results = await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), timeout=30)
     assert isinstance(results[0], ValueError) and "task_id" in str(results[0])
     assert all(isinstance(r, RuntimeError) and "sibling" in str(r) for r in results[1:])
     assert env_agent_loop._rendezvous().pending() == 0, env_agent_loop._rendezvous()._groups
+
+
+async def test_rows_must_say_whether_they_train(make_loop, make_config, scripted_server):
+    # verl does not tell the agent loop whether it validates: a prover row without the flag would wait for
+    # rollout.n sessions in a validation group of val_kwargs.n
+    with pytest.raises(ValueError, match="extra_info.verify"):
+        await run_group(make_loop, make_config(), scripted_server(), uid="unflagged", n=1, verify=None)
+    outputs = await run_group(make_loop, make_config(adv_estimator="grpo"), scripted_server(), uid="g", verify=None)
+    assert len(outputs) == 4  # GRPO does not need it
+    assert env_agent_loop._rendezvous().pending() == 0, env_agent_loop._rendezvous()._groups
+
+
+async def test_outputs_carry_the_policy_versions_verl_tags_need(make_loop, make_config, scripted_server):
+    server = scripted_server()
+    server.version = lambda: 10 + server.generations  # the weights change between turns
+    (output,) = await run_group(make_loop, make_config(n=1), server, uid="versions", n=1, verify=False)
+    turns = server.generations
+    assert turns >= 2
+    assert output.extra_fields["min_global_steps"] == 11 and output.extra_fields["max_global_steps"] == 10 + turns
+    assert "won" in output.extra_fields["reward_extra_info"]
+
+
+async def test_only_validation_rows_are_logged_for_evaluation(make_loop, make_config, scripted_server, tmp_path):
+    env = {"name": "forkroad", "max_turns": 6, "eval_log_dir": str(tmp_path)}
+    for estimator in ("grpo", "prover"):
+        config = make_config(adv_estimator=estimator, env=env)
+        await run_group(make_loop, config, scripted_server(), uid=f"train-{estimator}", verify=True)
+        assert not list(tmp_path.iterdir()), estimator  # training episodes are not evaluation episodes
+    await run_group(make_loop, make_config(adv_estimator="grpo", env=env), scripted_server(), uid="v", verify=False)
+    (log,) = tmp_path.iterdir()
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(records) == 4 and sorted(r["won"] for r in records) == [0.0, 0.0, 1.0, 1.0]
+    assert {r["task_id"] for r in records} == {"road-0"} and all(r["step"] == 1 for r in records)

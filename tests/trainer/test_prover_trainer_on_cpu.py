@@ -52,7 +52,7 @@ def _trainer(config):
 
 async def _outputs(make_loop, server, config):
     loops = [make_loop(config, server) for _ in range(4)]
-    extra = {"env": "forkroad", "task_id": "road-0"}
+    extra = {"env": "forkroad", "task_id": "road-0", "verify": True}
     return await asyncio.gather(
         *(loop.run({}, uid="task-0", session_id=i, global_steps=1, extra_info=extra) for i, loop in enumerate(loops))
     )
