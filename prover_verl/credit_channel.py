@@ -33,6 +33,30 @@ def bind_credit(credit: torch.Tensor) -> Iterator[torch.Tensor]:
         _credit.reset(token)
 
 
+def check_credit(credit: torch.Tensor, response_mask: torch.Tensor, policy_tokens_only: bool = True) -> None:
+    """Check per-token credit against a response mask.
+
+    Args:
+        credit: ``(bs, response_length)``.
+        response_mask: ``(bs, response_length)``, 1 for policy tokens.
+        policy_tokens_only: Also require zero credit where the mask is 0; true against the mask the agent loop
+            wrote the credit with, false against a mask that verl may have narrowed since.
+
+    Raises:
+        ValueError: the shapes differ, a value is negative (only positive estimates are credited), or (with
+            ``policy_tokens_only``) an environment / padding token carries credit.
+    """
+    if credit.shape != response_mask.shape:
+        raise ValueError(
+            f"{CREDIT_FIELD} has shape {tuple(credit.shape)} but response_mask has {tuple(response_mask.shape)}; "
+            "the credit must be fetched with the same batch rows"
+        )
+    if (credit < 0).any():
+        raise ValueError(f"{CREDIT_FIELD} holds negative values: only positive verified estimates are credited")
+    if policy_tokens_only and (credit[response_mask == 0] != 0).any():
+        raise ValueError(f"{CREDIT_FIELD} is non-zero on non-policy tokens: credit and response_mask are misaligned")
+
+
 def bound_credit() -> torch.Tensor:
     """Return the credit bound by :func:`bind_credit`.
 

@@ -10,7 +10,7 @@ from verl.trainer.ppo.core_algos import register_adv_est
 
 from prover_verl.config import ProverConfig
 from prover_verl.core import group_outcome_advantage, merge_credit
-from prover_verl.credit_channel import CREDIT_FIELD, bound_credit
+from prover_verl.credit_channel import CREDIT_FIELD, bound_credit, check_credit
 
 NAME = "prover"
 
@@ -46,15 +46,10 @@ def compute_prover_advantage(
     settings = ProverConfig.from_algorithm_config(config)
     norm_by_std = bool(config.get("norm_adv_by_std_in_grpo", True)) if config is not None else True
     credit = bound_credit().to(token_level_rewards.device)
-    if credit.shape != response_mask.shape:
-        raise ValueError(
-            f"{CREDIT_FIELD} has shape {tuple(credit.shape)} but response_mask has {tuple(response_mask.shape)}; "
-            "the credit must be fetched with the same batch rows"
-        )
-    if (credit < 0).any():
-        raise ValueError(f"{CREDIT_FIELD} holds negative values: only positive verified estimates are credited")
-    if (credit[response_mask == 0] != 0).any():
-        raise ValueError(f"{CREDIT_FIELD} is non-zero on non-policy tokens: credit and response_mask are misaligned")
+    # The trainer checked the credit against the agent loop's mask. The mask here may have lost tokens since
+    # (verl's rollout-correction rejection sampling drops some before the advantage): they get no credit.
+    check_credit(credit, response_mask, policy_tokens_only=False)
+    credit = credit * response_mask
 
     with torch.no_grad():
         scores = token_level_rewards.sum(dim=-1)

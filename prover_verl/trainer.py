@@ -8,20 +8,34 @@ logs the ProVer counters, and binds it for the ``prover`` estimator during verl'
 
 from __future__ import annotations
 
+import torch
 import transfer_queue as tq
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
-from prover_verl.credit_channel import CREDIT_FIELD, bind_credit
+from prover_verl.credit_channel import CREDIT_FIELD, bind_credit, check_credit
 from prover_verl.estimator import NAME as ESTIMATOR
 from prover_verl.metrics import stat_fields, summarize
 
 TRAINER_MODE = "prover_sync"
+VERL_MODE = "sync"
 
 
 @register_trainer(TRAINER_MODE)
 class ProverTrainerSync(PPOTrainerSync):
     """Synchronous (on-policy) PPO with ProVer credit; with any other estimator it is verl's ``sync`` trainer."""
+
+    # verl's trainer branches on the literal mode "sync" (replay buffer, refill of failed groups, what goes into
+    # TransferQueue and its checkpoints, the trainer.v1.sync.* settings); this trainer must take every one of
+    # those branches, so the mode it reports is verl's.
+    @property
+    def trainer_mode(self) -> str:
+        return VERL_MODE
+
+    @trainer_mode.setter
+    def trainer_mode(self, value: str) -> None:
+        if value not in (TRAINER_MODE, VERL_MODE):
+            raise ValueError(f"{type(self).__name__} runs trainer.v1.trainer_mode={TRAINER_MODE}, not {value!r}")
 
     def _compute_advantage(self, batch, metrics: dict):
         if self.config.algorithm.adv_estimator != ESTIMATOR:
@@ -29,6 +43,11 @@ class ProverTrainerSync(PPOTrainerSync):
         fields = [CREDIT_FIELD, "response_mask", *stat_fields()]
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
         padded = data.to_padded_tensor()  # same rows and padding as the fetch in verl's _compute_advantage
-        metrics.update(summarize({key: padded[key] for key in stat_fields()}))
-        with bind_credit(padded[CREDIT_FIELD].float()):
+        # verl pads a batch to a divisible size with copies of its first row (response_mask zeroed): the copies
+        # must carry neither its credit nor its counters
+        real = torch.tensor([not tag.get("is_padding", False) for tag in batch.tags], dtype=torch.bool)
+        credit = padded[CREDIT_FIELD].float() * real.unsqueeze(-1)
+        check_credit(credit, padded["response_mask"])
+        metrics.update(summarize({key: padded[key] * real for key in stat_fields()}))
+        with bind_credit(credit):
             return super()._compute_advantage(batch, metrics)

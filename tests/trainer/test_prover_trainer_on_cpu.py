@@ -7,6 +7,7 @@ import torch
 from omegaconf import OmegaConf
 from tensordict import TensorDict
 from transfer_queue import KVBatchMeta
+from verl.trainer.ppo.padding_utils import construct_minimal_padding_template
 from verl.trainer.ppo.v1 import get_trainer_cls, trainer_base
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
@@ -96,3 +97,53 @@ async def test_compute_advantage_binds_credit_and_logs(
     else:
         assert credited == 0 and not any(k.startswith("prover/") for k in metrics)
     assert CREDIT_FIELD in fake.rows[keys[0]]
+
+
+def test_reports_verl_sync_mode_so_verl_takes_its_sync_branches():
+    trainer = object.__new__(get_trainer_cls("prover_sync"))
+    trainer.trainer_mode = "prover_sync"  # what verl's __init__ assigns from trainer.v1.trainer_mode
+    assert trainer.trainer_mode == "sync"
+    with pytest.raises(ValueError, match="not 'async'"):
+        trainer.trainer_mode = "async"
+
+
+async def test_padding_rows_carry_no_credit_or_counters(monkeypatch, make_loop, make_config, scripted_server):
+    config = _full_config(make_config, "prover")
+    outputs = await _outputs(make_loop, scripted_server(), config)
+    rows = _rows(outputs)
+    keys = list(rows)
+    credited = next(k for k, o in zip(keys, outputs, strict=True) if any(o.prover_credit))
+    # verl pads with a copy of the batch's first row; make that the credited one, as bad luck would
+    order = [credited] + [k for k in keys if k != credited]
+    pad, pad_tag = construct_minimal_padding_template(rows[credited], {}, eos_token_id=0)
+    pad["uid"] = "pad0"
+    fake = FakeTransferQueue({**{k: rows[k] for k in order}, "pad0_0_0": pad})
+    monkeypatch.setattr(trainer_base, "tq", fake)
+    monkeypatch.setattr(prover_trainer, "tq", fake)
+    batch = KVBatchMeta(partition_id="train", keys=[*order, "pad0_0_0"], tags=[{}] * 4 + [pad_tag])
+    metrics = {}
+    _trainer(config)._compute_advantage(batch, metrics)
+
+    assert pad_tag["is_padding"] and torch.all(fake.put["pad0_0_0"]["advantages"] == 0)
+    reference = {}
+    fake_real = FakeTransferQueue({k: rows[k] for k in order})
+    monkeypatch.setattr(trainer_base, "tq", fake_real)
+    monkeypatch.setattr(prover_trainer, "tq", fake_real)
+    _trainer(config)._compute_advantage(KVBatchMeta(partition_id="train", keys=order, tags=[{}] * 4), reference)
+    assert metrics == reference  # the copy's counters are not counted twice
+    for key in order:
+        torch.testing.assert_close(fake.put[key]["advantages"], fake_real.put[key]["advantages"])
+
+
+async def test_credit_on_environment_tokens_is_rejected(monkeypatch, make_loop, make_config, scripted_server):
+    config = _full_config(make_config, "prover")
+    outputs = await _outputs(make_loop, scripted_server(), config)
+    rows = _rows(outputs)
+    key = next(iter(rows))
+    env_token = rows[key]["response_mask"].tolist().index(0)
+    rows[key][CREDIT_FIELD][env_token] = 0.5
+    fake = FakeTransferQueue(rows)
+    monkeypatch.setattr(trainer_base, "tq", fake)
+    monkeypatch.setattr(prover_trainer, "tq", fake)
+    with pytest.raises(ValueError, match="non-policy tokens"):
+        _trainer(config)._compute_advantage(KVBatchMeta(partition_id="train", keys=list(rows), tags=[{}] * 4), {})

@@ -128,17 +128,27 @@ def test_misaligned_credit_is_rejected():
         index=UID,
         config=_config(),
     )
-    on_env_token = torch.zeros(MASK.shape)
-    on_env_token[0, 2] = 0.5
     uniform_group = torch.zeros(MASK.shape)
     uniform_group[4, 0] = 0.5
     for credit, message in [
         (torch.zeros(6, 5), "has shape"),
         (-_credit(), "negative"),
-        (on_env_token, "non-policy tokens"),
         (uniform_group, "uniform outcomes"),
     ]:
         with bind_credit(credit), pytest.raises(ValueError, match=message):
             fn(**kwargs)
     with bind_credit(_credit()), pytest.raises(ValueError, match="uid"):
         fn(**{**kwargs, "index": None})
+
+
+def test_credit_on_tokens_the_mask_dropped_is_ignored():
+    # verl's rollout-correction rejection sampling narrows response_mask before the advantage: the trainer checked
+    # the credit against the agent loop's mask, the estimator just does not credit what is no longer trained
+    data = _batch()
+    narrowed = MASK.clone()
+    narrowed[0, 4:] = 0  # the success's last policy tokens were rejected
+    data.batch["response_mask"] = narrowed
+    with bind_credit(_credit()):
+        out = compute_advantage(data, adv_estimator="prover", config=_config())
+    expected = _expected(True, 1.0) * narrowed
+    torch.testing.assert_close(out.batch["advantages"], expected, rtol=1e-5, atol=1e-5)
