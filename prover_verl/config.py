@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -181,9 +182,15 @@ class EnvConfig:
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any] | None) -> EnvConfig:
-        """Build from the ``env`` mapping; unknown keys fail naming the key."""
+        """Build from the ``env`` mapping; unknown keys fail naming the key.
+
+        ``kwargs`` may also be a JSON object in a string (the recipes pass ``ENV_KWARGS`` so, the same text that
+        ``python -m prover_verl.data --env-kwargs`` takes).
+        """
         values = _to_dict(values)
         _reject_unknown(values, cls, "env")
+        if isinstance(values.get("kwargs"), str):
+            values["kwargs"] = _json_object(values["kwargs"], "env.kwargs")
         return cls(**values)
 
 
@@ -195,6 +202,16 @@ def _to_dict(values: Any) -> dict[str, Any]:
     if isinstance(values, Mapping):
         return dict(values)
     raise TypeError(f"expected a mapping, got {type(values).__name__}: {values!r:.80}")
+
+
+def _json_object(text: str, key: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{key} must be a JSON object, got {text!r}: {err}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{key} must be a JSON object, got {text!r}")
+    return value
 
 
 def _reject_unknown(values: Mapping[str, Any], cls: type, prefix: str) -> None:

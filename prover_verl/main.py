@@ -35,6 +35,9 @@ def main(config: DictConfig) -> None:
     from verl.utils.config import validate_config
 
     check_config(config)
+    if isinstance(config.get("env", {}).get("kwargs"), str):
+        # the recipes pass ENV_KWARGS as JSON text: every process (and the dry run) gets the parsed mapping
+        config.env.kwargs = EnvConfig.from_mapping(config.env).kwargs
     # verl's own batch-size / parallelism checks are arithmetic on the config: they run without GPUs too. Their
     # report goes to stderr so that a dry run's stdout is the resolved config alone (valid YAML).
     with contextlib.redirect_stdout(sys.stderr):

@@ -65,7 +65,7 @@ exec python3 -m prover_verl.main \
   actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu="$MICRO" \
   actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu="$MICRO" \
   env.name="$ENV_NAME" \
-  env.kwargs="$ENV_KWARGS" \
+  "env.kwargs='$ENV_KWARGS'" \
   env.max_turns="$MAX_TURNS" \
   env.pool_workers=4 \
   trainer.n_gpus_per_node="$N_GPUS" \

@@ -9,8 +9,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def dry_run(recipe: str, cwd: Path, *overrides: str) -> dict:
-    env = {**os.environ, "MODEL_PATH": "/models/qwen", "DATA_DIR": "/data/x"}
+def dry_run(recipe: str, cwd: Path, *overrides: str, **variables: str) -> dict:
+    env = {**os.environ, "MODEL_PATH": "/models/qwen", "DATA_DIR": "/data/x", **variables}
     out = subprocess.run(
         ["bash", str(ROOT / "recipes" / recipe), "--dry-run", *overrides],
         capture_output=True,
@@ -57,3 +57,10 @@ def test_bad_prover_key_fails_the_dry_run(tmp_path):
         cwd=tmp_path,
     )
     assert out.returncode != 0 and "algorithm.prover.k must be an integer >= 1" in out.stderr
+
+
+def test_env_kwargs_json_reaches_the_env_config(tmp_path):
+    text = '{"data_dir": "/data/web shop", "num_products": 100, "human_goals": true}'
+    config = dry_run("webshop/run_prover_qwen3.5_2b.sh", tmp_path, ENV_KWARGS=text)
+    assert config["env"]["kwargs"] == {"data_dir": "/data/web shop", "num_products": 100, "human_goals": True}
+    assert dry_run("webshop/run_grpo_qwen3.5_2b.sh", tmp_path)["env"]["kwargs"] == {}

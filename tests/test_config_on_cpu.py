@@ -1,0 +1,53 @@
+"""ProVer and env settings: defaults, and bad values failing at start with the key named."""
+
+import pytest
+from omegaconf import OmegaConf
+
+from prover_verl.config import EnvConfig, ProverConfig
+
+
+def test_prover_defaults_are_the_documented_ones():
+    config = ProverConfig.from_algorithm_config(OmegaConf.create({"adv_estimator": "prover"}))
+    assert (config.k, config.coef, config.min_estimate, config.segment_side) == (2, 2.0, 0.0, "success")
+    assert config.judge.type == "policy"
+
+
+@pytest.mark.parametrize(
+    "values,message",
+    [
+        ({"k": 1.5}, "algorithm.prover.k must be an integer >= 1"),
+        ({"k": True}, "algorithm.prover.k must be an integer >= 1"),
+        ({"coef": float("nan")}, "algorithm.prover.coef must be a number >= 0"),
+        ({"min_estimate": 1.0}, r"algorithm.prover.min_estimate must be a number in \[0, 1\)"),
+        ({"max_segments_per_step": 0}, "algorithm.prover.max_segments_per_step"),
+        ({"judge": {"type": "openai"}}, "algorithm.prover.judge.url must be set"),
+        ({"judge": {"type": "gpt"}}, "algorithm.prover.judge.type must be one of"),
+    ],
+)
+def test_bad_prover_values_name_the_key(values, message):
+    with pytest.raises(ValueError, match=message):
+        ProverConfig.from_mapping(values)
+
+
+def test_env_config_kwargs_as_mapping_or_json_text():
+    mapping = {"name": "webshop", "kwargs": {"data_dir": "/d", "num_products": 10}}
+    assert EnvConfig.from_mapping(mapping).kwargs == {"data_dir": "/d", "num_products": 10}
+    text = EnvConfig.from_mapping({"name": "webshop", "kwargs": '{"data_dir": "/d", "num_products": 10}'})
+    assert text == EnvConfig.from_mapping(mapping)
+    assert EnvConfig.from_mapping({"kwargs": ""}).kwargs == {}
+    for bad in ('{"data_dir": ', "[1, 2]"):
+        with pytest.raises(ValueError, match="env.kwargs must be a JSON object"):
+            EnvConfig.from_mapping({"kwargs": bad})
+
+
+@pytest.mark.parametrize(
+    "values,message",
+    [
+        ({"max_turns": 0}, "env.max_turns must be an integer >= 1"),
+        ({"pool_workers": -1}, "env.pool_workers must be an integer >= 0"),
+        ({"max_turn": 5}, "unknown key.*env.max_turn"),
+    ],
+)
+def test_bad_env_values_name_the_key(values, message):
+    with pytest.raises(ValueError, match=message):
+        EnvConfig.from_mapping(values)
