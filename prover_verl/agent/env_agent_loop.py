@@ -145,6 +145,16 @@ class EnvAgentLoop(AgentLoopBase):
             await pool.close(episode_id)
         return Episode(int(session_id or 0), info.get("task", ""), conv, result), pool, adapter
 
+    def _cap_text_prompt_length(self, prompt_ids: list[int]) -> list[int]:
+        # verl cuts an over-long first prompt from the left (the system prompt first) with only a warning; here
+        # that would change the task the policy sees, so it is a configuration error
+        if len(prompt_ids) > self.rollout_config.prompt_length:
+            raise ValueError(
+                f"a first prompt of {len(prompt_ids)} tokens exceeds rollout.prompt_length="
+                f"{self.rollout_config.prompt_length}: raise data.max_prompt_length"
+            )
+        return prompt_ids
+
     async def _initial_conversation(self, adapter: PromptAdapter, obs: str, info: dict) -> Conversation:
         messages = [
             {"role": "system", "content": adapter.system},

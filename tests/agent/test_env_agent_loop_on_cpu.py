@@ -163,3 +163,8 @@ async def test_only_validation_rows_are_logged_for_evaluation(make_loop, make_co
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(records) == 4 and sorted(r["won"] for r in records) == [0.0, 0.0, 1.0, 1.0]
     assert {r["task_id"] for r in records} == {"road-0"} and all(r["step"] == 1 for r in records)
+
+
+async def test_a_first_prompt_over_budget_fails_instead_of_being_cut(make_loop, make_config, scripted_server):
+    with pytest.raises(ValueError, match="rollout.prompt_length=8"):
+        await run_group(make_loop, make_config(prompt_length=8), scripted_server(), uid="long", n=1, verify=False)
