@@ -17,12 +17,18 @@ from prover_verl.config import EnvConfig, ProverConfig
 
 
 def check_config(config: DictConfig) -> None:
-    """Fail fast, naming the key, on a bad ``algorithm.prover`` or ``env`` section or an unknown estimator."""
+    """Fail fast, naming the key, on a bad ``algorithm.prover`` or ``env`` section or an unknown estimator.
+
+    ``env.kwargs`` given as JSON text (how the recipes pass ``ENV_KWARGS``) is replaced by the parsed mapping,
+    so every process and the dry run see the mapping.
+    """
     from verl.trainer.ppo.core_algos import get_adv_estimator_fn
     from verl.trainer.ppo.v1 import get_trainer_cls
 
     ProverConfig.from_algorithm_config(config.algorithm)
-    EnvConfig.from_mapping(config.get("env"))
+    env = EnvConfig.from_mapping(config.get("env"))
+    if isinstance(config.get("env", {}).get("kwargs"), str):
+        config.env.kwargs = env.kwargs
     get_adv_estimator_fn(config.algorithm.adv_estimator)
     get_trainer_cls(config.trainer.v1.trainer_mode)
     if config.algorithm.adv_estimator == "prover" and config.trainer.v1.trainer_mode != "prover_sync":
@@ -35,9 +41,6 @@ def main(config: DictConfig) -> None:
     from verl.utils.config import validate_config
 
     check_config(config)
-    if isinstance(config.get("env", {}).get("kwargs"), str):
-        # the recipes pass ENV_KWARGS as JSON text: every process (and the dry run) gets the parsed mapping
-        config.env.kwargs = EnvConfig.from_mapping(config.env).kwargs
     # verl's own batch-size / parallelism checks are arithmetic on the config: they run without GPUs too. Their
     # report goes to stderr so that a dry run's stdout is the resolved config alone (valid YAML).
     with contextlib.redirect_stdout(sys.stderr):
