@@ -24,21 +24,25 @@ class JudgeConfig:
             ``url``) or ``heuristic`` (first turn where a success and a failure diverge; no LLM).
         url: Base URL of the OpenAI-compatible endpoint (``type=openai``), e.g. ``http://host:8000/v1``.
         model: Model name sent to that endpoint.
-        api_key_env: Name of the environment variable holding its API key (the key itself never sits in config).
+        api_key_env: Name of the environment variable holding its API key (the key itself never sits in config);
+            it must be set in every process that calls the judge. None: the endpoint needs no key.
         temperature: Judge sampling temperature.
         max_tokens: Longest judge answer.
         max_obs_chars: Each observation is cut to this many characters in the judge prompt.
-        timeout_s: Per-request timeout.
+        timeout_s: Per-request timeout (one attempt).
+        max_retries: Retries of a failed ``openai`` request, so one judge call can take up to
+            ``(max_retries + 1) * timeout_s``.
     """
 
     type: str = "policy"
     url: str | None = None
     model: str | None = None
-    api_key_env: str = "PROVER_JUDGE_API_KEY"
+    api_key_env: str | None = "PROVER_JUDGE_API_KEY"
     temperature: float = 0.0
     max_tokens: int = 512
     max_obs_chars: int = 600
     timeout_s: float = 120.0
+    max_retries: int = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,6 +105,8 @@ class ProverConfig:
         j = self.judge
         _check(j.type in JUDGE_TYPES, "judge.type", j.type, f"one of {JUDGE_TYPES}")
         _check(j.type != "openai" or bool(j.url), "judge.url", j.url, "set when judge.type=openai")
+        _check(j.type != "openai" or bool(j.model), "judge.model", j.model, "set when judge.type=openai")
+        _check(_is_int(j.max_retries) and j.max_retries >= 0, "judge.max_retries", j.max_retries, "an integer >= 0")
         _check(_is_number(j.temperature) and j.temperature >= 0, "judge.temperature", j.temperature, "a number >= 0")
         _check(_is_int(j.max_tokens) and j.max_tokens >= 16, "judge.max_tokens", j.max_tokens, "an integer >= 16")
         _check(

@@ -25,7 +25,11 @@ def check_config(config: DictConfig) -> None:
     from verl.trainer.ppo.core_algos import get_adv_estimator_fn
     from verl.trainer.ppo.v1 import get_trainer_cls
 
-    ProverConfig.from_algorithm_config(config.algorithm)
+    prover = ProverConfig.from_algorithm_config(config.algorithm)
+    if config.algorithm.adv_estimator == "prover" and prover.judge.type == "openai":
+        from prover_verl.judge.llm import api_key
+
+        api_key(prover.judge)  # the key variable must be set here, and forwarded to the Ray workers
     env = EnvConfig.from_mapping(config.get("env"))
     if isinstance(config.get("env", {}).get("kwargs"), str):
         config.env.kwargs = env.kwargs

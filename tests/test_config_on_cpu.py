@@ -21,6 +21,8 @@ def test_prover_defaults_are_the_documented_ones():
         ({"min_estimate": 1.0}, r"algorithm.prover.min_estimate must be a number in \[0, 1\)"),
         ({"max_segments_per_step": 0}, "algorithm.prover.max_segments_per_step"),
         ({"judge": {"type": "openai"}}, "algorithm.prover.judge.url must be set"),
+        ({"judge": {"type": "openai", "url": "http://j/v1"}}, "algorithm.prover.judge.model must be set"),
+        ({"judge": {"max_retries": -1}}, "algorithm.prover.judge.max_retries must be an integer >= 0"),
         ({"judge": {"type": "gpt"}}, "algorithm.prover.judge.type must be one of"),
     ],
 )

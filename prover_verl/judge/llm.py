@@ -62,7 +62,7 @@ class OpenAIBackend(ChatBackend):
             raise ValueError("algorithm.prover.judge.url and .model must be set for judge.type=openai")
         self.config = config
         self.client = AsyncOpenAI(
-            base_url=config.url, api_key=os.environ.get(config.api_key_env, "EMPTY"), timeout=config.timeout_s
+            base_url=config.url, api_key=api_key(config), timeout=config.timeout_s, max_retries=config.max_retries
         )
 
     async def complete(self, messages: list[dict[str, str]]) -> str:
@@ -73,6 +73,26 @@ class OpenAIBackend(ChatBackend):
             max_tokens=self.config.max_tokens,
         )
         return reply.choices[0].message.content or ""
+
+
+def api_key(config: JudgeConfig) -> str:
+    """The judge endpoint's API key, from the variable ``config.api_key_env`` names ("EMPTY" if it names none).
+
+    Raises:
+        ValueError: the variable is named but not set in this process. On a Ray cluster the agent-loop workers
+            see only the variables forwarded to them; a missing key would otherwise turn every judge call into an
+            authentication error.
+    """
+    if not config.api_key_env:
+        return "EMPTY"  # an endpoint without authentication (the OpenAI client insists on some key)
+    key = os.environ.get(config.api_key_env)
+    if not key:
+        raise ValueError(
+            f"algorithm.prover.judge.api_key_env={config.api_key_env} is not set in this process: export it (on a "
+            "Ray cluster, on every node before `ray start`), or set algorithm.prover.judge.api_key_env=null for an "
+            "endpoint without a key"
+        )
+    return key
 
 
 class LLMJudge(Judge):
@@ -100,7 +120,11 @@ class LLMJudge(Judge):
         except Exception as err:  # a judge outage must not stop training; it is counted as status "error"
             logger.warning("judge request failed: %r", err)
             return None, "error"
-        return parse_answer(text, prompt.labels, prompt.allowed, list(group))
+        try:
+            return parse_answer(text, prompt.labels, prompt.allowed, list(group))
+        except Exception as err:  # whatever the model wrote, the group keeps GRPO and the answer is counted
+            logger.warning("judge answer could not be parsed: %r", err)
+            return None, "malformed"
 
 
 def make_judge(
@@ -117,10 +141,20 @@ def make_judge(
     if config.type == "heuristic":
         return HeuristicJudge(segment_side, seed=seed or 0)
     if config.type == "openai":
-        return LLMJudge(OpenAIBackend(config), config, segment_side, seed=seed)
+        return LLMJudge(_openai_backend(config), config, segment_side, seed=seed)
     if config.type == "policy":
         if server_manager is None or tokenizer is None:
             raise ValueError("judge.type=policy needs the rollout server client and the tokenizer")
         backend = PolicyServerBackend(server_manager, tokenizer, config, chat_template_kwargs)
         return LLMJudge(backend, config, segment_side, seed=seed)
     raise ValueError(f"unknown judge type {config.type!r}")
+
+
+_OPENAI_BACKENDS: dict[JudgeConfig, OpenAIBackend] = {}
+
+
+def _openai_backend(config: JudgeConfig) -> OpenAIBackend:
+    # one client (and its connection pool) per process and endpoint, not one per group
+    if config not in _OPENAI_BACKENDS:
+        _OPENAI_BACKENDS[config] = OpenAIBackend(config)
+    return _OPENAI_BACKENDS[config]

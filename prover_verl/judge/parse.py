@@ -7,8 +7,7 @@ import re
 
 from prover_verl.judge.base import Proposal, Trajectory
 
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
-_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL | re.IGNORECASE)
 _KEYS = {"trajectory", "start_turn", "end_turn", "reason"}
 
 
@@ -20,7 +19,7 @@ def parse_answer(
 ) -> tuple[Proposal | None, str]:
     """Parse a judge answer into a proposal.
 
-    The answer, after dropping ``<think>...</think>`` blocks and an optional Markdown code fence, must be
+    The answer, after dropping any reasoning up to the last ``</think>`` and an optional Markdown code fence, must be
     exactly one JSON object with ``trajectory`` (one of ``allowed``), integer ``start_turn`` <= ``end_turn``
     inside that trajectory, and optionally a string ``reason``; no other keys.
 
@@ -29,7 +28,10 @@ def parse_answer(
     """
     if text is None:
         return None, "empty"
-    body = _THINK.sub("", text).strip()
+    # Reasoning comes first and may have been opened by the chat template (no "<think>" in the reply); an
+    # opened but unclosed block means the answer was cut off inside its reasoning.
+    body = text.rsplit("</think>", 1)[-1] if "</think>" in text else ("" if "<think>" in text else text)
+    body = body.strip()
     fenced = _FENCE.match(body)
     if fenced:
         body = fenced.group(1).strip()
@@ -37,7 +39,7 @@ def parse_answer(
         return None, "empty"
     try:
         answer = json.loads(body)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # JSONDecodeError, over-long integers, absurd nesting
         return None, "malformed"
     if not isinstance(answer, dict) or not {"trajectory", "start_turn", "end_turn"} <= set(answer) <= _KEYS:
         return None, "malformed"
