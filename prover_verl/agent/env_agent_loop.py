@@ -128,7 +128,8 @@ class EnvAgentLoop(AgentLoopBase):
                 uid, self.group_size, episode, process, timeout_s=4 * self.prover.verify_timeout_s
             )
         if train_row is not None and not train_row and self.env_config.eval_log_dir:  # validation rows, any estimator
-            _log_episode(self.env_config.eval_log_dir, extra, episode, kwargs.get("global_steps", -1))
+            env_name = extra.get("env", self.env_config.name)
+            _log_episode(self.env_config.eval_log_dir, env_name, extra, episode, kwargs.get("global_steps", -1))
         return self._output(episode, group, verify)
 
     async def _rollout(self, extra: dict, session_id, sampling_params: dict[str, Any]):
@@ -381,12 +382,12 @@ def _outcome(result: PlayResult) -> dict[str, float]:
     return outcome
 
 
-def _log_episode(log_dir: str, extra: dict, episode: Episode, global_steps) -> None:
+def _log_episode(log_dir: str, env_name: str, extra: dict, episode: Episode, global_steps) -> None:
     """Append a validation episode to ``<log_dir>/episodes-<pid>.jsonl`` (one file per process, no interleaving)."""
     record = {
         **_outcome(episode.result),  # first: the env's own keys (its "step" is a turn count) must not win
         "step": int(global_steps),
-        "env": extra.get("env"),
+        "env": env_name,
         "task_id": str(extra.get("task_id")),
         "category": extra.get("category"),
         "split": extra.get("split"),

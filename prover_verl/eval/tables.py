@@ -69,7 +69,8 @@ def benchmark_rows(episodes: list[dict]) -> dict[str, dict[str, float | None]]:
         eps = by_env["alfworld"]
         per_type: dict[str, list[float]] = defaultdict(list)
         for ep in eps:
-            per_type[ALFWORLD_PREFIX.get(ep["category"], ep["category"])].append(ep["won"])
+            category = ep.get("category") or "unknown"
+            per_type[ALFWORLD_PREFIX.get(category, category)].append(ep["won"])
         row = {t: _pct(per_type.get(t, [])) for t in ALFWORLD_TYPES}
         row["all"] = _pct([ep["won"] for ep in eps])
         tables["alfworld"] = row
@@ -79,7 +80,7 @@ def benchmark_rows(episodes: list[dict]) -> dict[str, dict[str, float | None]]:
     if "searchqa" in by_env:
         per_source: dict[str, list[float]] = defaultdict(list)
         for ep in by_env["searchqa"]:
-            per_source[ep["category"]].append(ep.get("em", ep["won"]))
+            per_source[ep.get("category") or "unknown"].append(ep.get("em", ep["won"]))
         row = {source: _pct(v) for source, v in sorted(per_source.items())}
         row["avg"] = sum(row.values()) / len(row)
         tables["searchqa"] = row

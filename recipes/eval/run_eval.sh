@@ -7,25 +7,35 @@
 # Each checkpoint runs verl with trainer.val_only=true (one greedy episode per validation task) and the agent
 # loop logs every episode to $OUT/logs/NAME; prover_verl.eval.tables then writes $OUT/tables.md and CSVs.
 # Variables: MODEL_SIZE (2B), BASELINE (GRPO), OUT (results/eval/ENV), plus those of recipes/common.sh.
+# Every agent-loop worker appends to $OUT/logs/NAME: on several nodes OUT must be on a shared filesystem.
+# --dry-run (anywhere) prints each run's resolved verl config instead of running it, and writes no tables.
 set -euo pipefail
-[ $# -ge 2 ] || { sed -n 2,10p "$0"; exit 2; }
+DRY=(); SPECS=()
+for arg in "$@"; do
+  if [ "$arg" = --dry-run ]; then DRY=(--dry-run); else SPECS+=("$arg"); fi
+done
+set -- "${SPECS[@]+"${SPECS[@]}"}"
+[ $# -ge 2 ] || { sed -n 2,11p "$0"; exit 2; }
 EVAL_ENV=$1; shift
 OUT=${OUT:-results/eval/$EVAL_ENV}
 RUNS=()
 for spec in "$@"; do
-  name=${spec%%=*}; ckpt=${spec#*=}
+  name=${spec%%=*}; ckpt=${spec#*=}; ckpt=${ckpt%/}  # verl parses the step from the directory name
   [ -d "$ckpt" ] || { echo "no checkpoint directory: $ckpt" >&2; exit 2; }
-  rm -rf "$OUT/logs/$name"
+  log_dir=$(realpath -m "$OUT/logs/$name")  # absolute: the workers do not run in this directory
+  rm -rf "$log_dir"
   (
     ENV_NAME=$EVAL_ENV ESTIMATOR=grpo MODEL_SIZE=${MODEL_SIZE:-2B} EXPERIMENT=eval_${EVAL_ENV}_${name}
-    source "$(dirname "$0")/../common.sh" \
+    source "$(dirname "$0")/../common.sh" "${DRY[@]+"${DRY[@]}"}" \
       trainer.val_only=true trainer.val_before_train=true \
       trainer.resume_mode=resume_path trainer.resume_from_path="$ckpt" \
       actor_rollout_ref.rollout.val_kwargs.n=1 actor_rollout_ref.rollout.val_kwargs.do_sample=false \
-      env.eval_log_dir="$OUT/logs/$name"
+      actor_rollout_ref.rollout.val_kwargs.temperature=0 \
+      env.eval_log_dir="$log_dir"
   )
-  RUNS+=(--run "$name=$OUT/logs/$name")
+  RUNS+=(--run "$name=$log_dir")
 done
+[ ${#DRY[@]} -eq 0 ] || exit 0
 BASELINE=${BASELINE:-GRPO}
 BASELINE_ARGS=()
 for spec in "$@"; do [ "${spec%%=*}" = "$BASELINE" ] && BASELINE_ARGS=(--baseline "$BASELINE"); done

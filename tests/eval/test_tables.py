@@ -38,6 +38,13 @@ def test_rows_hand_computed(tmp_path):
     assert rows["searchqa"] == {"hotpot_mini": 50.0, "nq_mini": 100.0, "avg": 75.0}
 
 
+def test_episodes_without_category_are_counted_apart():
+    rows = benchmark_rows([ep("searchqa", None, 1, em=1.0), ep("searchqa", "nq_mini", 0, em=0.0)])
+    assert rows["searchqa"] == {"nq_mini": 0.0, "unknown": 100.0, "avg": 50.0}
+    rows = benchmark_rows([ep("alfworld", None, 1), ep("alfworld", "pick_and_place_simple", 0)])
+    assert rows["alfworld"]["pick"] == 0.0 and rows["alfworld"]["all"] == 50.0
+
+
 def test_relative_gain_and_cli(tmp_path, capsys):
     base = write(tmp_path, "grpo", EPISODES)
     better = [dict(e, won=1.0, em=1.0, reward=1.0) if e["env"] != "alfworld" else e for e in EPISODES]

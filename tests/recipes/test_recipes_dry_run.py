@@ -64,3 +64,26 @@ def test_env_kwargs_json_reaches_the_env_config(tmp_path):
     config = dry_run("webshop/run_prover_qwen3.5_2b.sh", tmp_path, ENV_KWARGS=text)
     assert config["env"]["kwargs"] == {"data_dir": "/data/web shop", "num_products": 100, "human_goals": True}
     assert dry_run("webshop/run_grpo_qwen3.5_2b.sh", tmp_path)["env"]["kwargs"] == {}
+
+
+def test_eval_recipe_resolves_greedy_validation_of_each_checkpoint(tmp_path):
+    ckpts = [tmp_path / "grpo" / "global_step_150", tmp_path / "prover" / "global_step_150"]
+    for ckpt in ckpts:
+        ckpt.mkdir(parents=True)
+    env = {**os.environ, "MODEL_PATH": "/models/qwen", "DATA_DIR": "/data/x", "OUT": "eval_out"}
+    args = ["alfworld", f"GRPO={ckpts[0]}/", "--dry-run", f"ProVer={ckpts[1]}"]
+    out = subprocess.run(
+        ["bash", str(ROOT / "recipes/eval/run_eval.sh"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    # one resolved config per checkpoint, printed one after the other
+    for name, ckpt in zip(("GRPO", "ProVer"), ckpts, strict=True):
+        assert f"resume_from_path: {ckpt}\n" in out.stdout  # the trailing slash is gone
+        assert f"eval_log_dir: {tmp_path / 'eval_out' / 'logs' / name}\n" in out.stdout  # absolute
+    assert out.stdout.count("val_only: true") == 2 and out.stdout.count("adv_estimator: grpo") == 2
+    assert not (tmp_path / "eval_out" / "tables.md").exists()
