@@ -29,6 +29,10 @@ class JudgeConfig:
         temperature: Judge sampling temperature.
         max_tokens: Longest judge answer.
         max_obs_chars: Each observation is cut to this many characters in the judge prompt.
+        max_prompt_chars: Budget of the whole judge prompt; observations are cut shorter until it fits, and a pair
+            that cannot fit is skipped (status ``too_long``). Keep it under the judge model's context: with the
+            policy as judge, about 3 characters per token of ``prompt_length + response_length - max_tokens``.
+            None: no budget.
         timeout_s: Per-request timeout (one attempt).
         max_retries: Retries of a failed ``openai`` request, so one judge call can take up to
             ``(max_retries + 1) * timeout_s``.
@@ -41,6 +45,7 @@ class JudgeConfig:
     temperature: float = 0.0
     max_tokens: int = 512
     max_obs_chars: int = 600
+    max_prompt_chars: int | None = 16000
     timeout_s: float = 120.0
     max_retries: int = 1
 
@@ -114,6 +119,12 @@ class ProverConfig:
             "judge.max_obs_chars",
             j.max_obs_chars,
             "an integer >= 1",
+        )
+        _check(
+            j.max_prompt_chars is None or (_is_int(j.max_prompt_chars) and j.max_prompt_chars >= 1000),
+            "judge.max_prompt_chars",
+            j.max_prompt_chars,
+            "null or an integer >= 1000",
         )
         _check(_is_number(j.timeout_s) and j.timeout_s > 0, "judge.timeout_s", j.timeout_s, "a number > 0")
 

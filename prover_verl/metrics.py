@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import torch
 
-JUDGE_STATUSES = ("ok", "no_pair", "malformed", "out_of_range", "empty", "error")
+JUDGE_STATUSES = ("ok", "no_pair", "malformed", "out_of_range", "empty", "too_long", "error")
 
 # Every row carries every counter (0 where it does not apply); group-level counters sit on session 0's row.
 STAT_KEYS = (

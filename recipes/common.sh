@@ -31,7 +31,8 @@ for arg in "$@"; do
   esac
 done
 
-# Per-environment episode budget (turns, tokens) and batch shape.
+# Per-environment episode budget (turns, tokens) and batch shape. With the policy as judge, the judge prompt must
+# fit the same context: its budget below is about 3 characters a token of that context, less the judge's answer.
 case "$ENV_NAME" in
   alfworld) MAX_TURNS=50; PROMPT_LEN=2048; RESPONSE_LEN=8192; BATCH=16; GROUP=8 ;;
   webshop)  MAX_TURNS=15; PROMPT_LEN=2048; RESPONSE_LEN=6144; BATCH=16; GROUP=8 ;;
@@ -64,6 +65,7 @@ exec python3 -m prover_verl.main \
   actor_rollout_ref.rollout.gpu_memory_utilization=0.6 \
   actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu="$MICRO" \
   actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu="$MICRO" \
+  algorithm.prover.judge.max_prompt_chars=$((3 * (PROMPT_LEN + RESPONSE_LEN - 512))) \
   env.name="$ENV_NAME" \
   "env.kwargs='$ENV_KWARGS'" \
   env.max_turns="$MAX_TURNS" \

@@ -24,6 +24,7 @@ def test_prover_defaults_are_the_documented_ones():
         ({"judge": {"type": "openai", "url": "http://j/v1"}}, "algorithm.prover.judge.model must be set"),
         ({"judge": {"max_retries": -1}}, "algorithm.prover.judge.max_retries must be an integer >= 0"),
         ({"judge": {"type": "gpt"}}, "algorithm.prover.judge.type must be one of"),
+        ({"judge": {"max_prompt_chars": 500}}, "algorithm.prover.judge.max_prompt_chars must be null or an integer"),
     ],
 )
 def test_bad_prover_values_name_the_key(values, message):

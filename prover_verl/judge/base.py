@@ -81,5 +81,6 @@ class Judge(abc.ABC):
 
         Returns:
             ``(proposal, status)``: the proposal, or None with a status saying why there is none
-            (``"no_pair"``, ``"malformed"``, ``"out_of_range"``, ``"empty"``, ``"error"``); ``"ok"`` otherwise.
+            (``"no_pair"``, ``"malformed"``, ``"out_of_range"``, ``"empty"``, ``"too_long"``,
+            ``"error"``); ``"ok"`` otherwise.
         """

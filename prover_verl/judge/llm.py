@@ -14,7 +14,7 @@ from uuid import uuid4
 from prover_verl.config import JudgeConfig
 from prover_verl.judge.base import Judge, Proposal, Trajectory, pick_pair
 from prover_verl.judge.parse import parse_answer
-from prover_verl.judge.prompt import build_prompt
+from prover_verl.judge.prompt import PromptTooLong, build_prompt
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +114,13 @@ class LLMJudge(Judge):
         pair = pick_pair(group, self.rng)
         if pair is None:
             return None, "no_pair"
-        prompt = build_prompt(*pair, self.segment_side, self.rng, self.config.max_obs_chars)
+        try:
+            prompt = build_prompt(
+                *pair, self.segment_side, self.rng, self.config.max_obs_chars, self.config.max_prompt_chars
+            )
+        except PromptTooLong as err:  # a request past the model's context would fail anyway; counted apart
+            logger.warning("judge prompt skipped: %s", err)
+            return None, "too_long"
         try:
             text = await self.backend.complete(prompt.messages)
         except Exception as err:  # a judge outage must not stop training; it is counted as status "error"

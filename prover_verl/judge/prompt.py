@@ -33,6 +33,14 @@ class JudgePrompt:
     allowed: tuple[str, ...]
 
 
+class PromptTooLong(ValueError):
+    """The pair does not fit the judge's prompt budget even with every observation cut to ``MIN_CLIP``."""
+
+
+# Per-observation clip below which the judge prompt would be unreadable; a pair that still does not fit is skipped.
+MIN_CLIP = 60
+
+
 def _clip(text: str, limit: int) -> str:
     text = text.strip()
     return text if len(text) <= limit else text[: limit - 15] + " ...[truncated]"
@@ -61,18 +69,24 @@ def build_prompt(
     segment_side: str,
     rng: random.Random,
     max_obs_chars: int = 600,
+    max_prompt_chars: int | None = None,
 ) -> JudgePrompt:
     """Build the judge prompt for one success/failure pair.
 
     The pair is shown in random order (labels A and B) so that a judge's position bias does not always favour
-    the same outcome.
+    the same outcome. Every turn stays in the prompt (the judge answers in turn numbers); to fit
+    ``max_prompt_chars``, observations and actions are cut shorter, halving the clip until the prompt fits.
 
     Args:
         success: The successful trajectory.
         failure: The failed trajectory.
         segment_side: ``success``, ``failure`` or ``any``: where the segment must lie.
         rng: Source of the order and of the fence nonce.
-        max_obs_chars: Observations and actions are clipped to this many characters.
+        max_obs_chars: Observations and actions are clipped to at most this many characters.
+        max_prompt_chars: Budget of the whole prompt (system + user message), None for no budget.
+
+    Raises:
+        PromptTooLong: the prompt exceeds ``max_prompt_chars`` even with the clip at :data:`MIN_CLIP`.
     """
     pair = [success, failure]
     rng.shuffle(pair)
@@ -90,12 +104,25 @@ def build_prompt(
     target = allowed[0] if len(allowed) == 1 else "A or B"
     target_json = " or ".join(f'"{label}"' for label in allowed)
     system = SYSTEM.format(target=target, target_json=target_json, nonce=nonce)
-    body = "\n\n".join(
-        [
-            f"Task: {_defuse(_clip(success.task, 4 * max_obs_chars))}",
-            render_trajectory("A", pair[0], nonce, max_obs_chars),
-            render_trajectory("B", pair[1], nonce, max_obs_chars),
-            f"Which turns of trajectory {target} decided the outcome? Answer with the JSON object only.",
-        ]
-    )
-    return JudgePrompt([{"role": "system", "content": system}, {"role": "user", "content": body}], labels, allowed)
+
+    def body(clip: int) -> str:
+        return "\n\n".join(
+            [
+                f"Task: {_defuse(_clip(success.task, 4 * clip))}",
+                render_trajectory("A", pair[0], nonce, clip),
+                render_trajectory("B", pair[1], nonce, clip),
+                f"Which turns of trajectory {target} decided the outcome? Answer with the JSON object only.",
+            ]
+        )
+
+    clip = max_obs_chars
+    user = body(clip)
+    while max_prompt_chars is not None and len(system) + len(user) > max_prompt_chars:
+        if clip <= MIN_CLIP:
+            raise PromptTooLong(
+                f"{len(system) + len(user)} characters with observations cut to {clip}: over "
+                f"judge.max_prompt_chars={max_prompt_chars}"
+            )
+        clip = max(MIN_CLIP, clip // 2)
+        user = body(clip)
+    return JudgePrompt([{"role": "system", "content": system}, {"role": "user", "content": user}], labels, allowed)
