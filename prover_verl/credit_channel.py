@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterator, Sequence
 
 import torch
 
@@ -55,6 +56,26 @@ def check_credit(credit: torch.Tensor, response_mask: torch.Tensor, policy_token
         raise ValueError(f"{CREDIT_FIELD} holds negative values: only positive verified estimates are credited")
     if policy_tokens_only and (credit[response_mask == 0] != 0).any():
         raise ValueError(f"{CREDIT_FIELD} is non-zero on non-policy tokens: credit and response_mask are misaligned")
+
+
+def whole_groups(uids: Sequence[str], real: torch.Tensor, group_size: int) -> torch.Tensor:
+    """Which rows belong to a group that reached the batch whole: all ``group_size`` of its real rows.
+
+    The verifier credited a segment against the full group it saw. A session that fails after that (a
+    rendezvous timeout, an error in verl's post-processing) leaves a partial group in the batch, whose GRPO
+    std is not the one the credit was meant for and may be 0 (uniform survivors).
+
+    Args:
+        uids: Group id per row.
+        real: ``(bs,)`` bool, false for verl's padding rows.
+        group_size: Rows per group (``actor_rollout_ref.rollout.n``).
+
+    Returns:
+        ``(bs,)`` bool.
+    """
+    rows = list(zip(uids, real.tolist(), strict=True))
+    counts = Counter(uid for uid, is_real in rows if is_real)
+    return torch.tensor([is_real and counts[uid] == group_size for uid, is_real in rows], dtype=torch.bool)
 
 
 def bound_credit() -> torch.Tensor:

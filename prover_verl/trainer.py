@@ -13,7 +13,7 @@ import transfer_queue as tq
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
-from prover_verl.credit_channel import CREDIT_FIELD, bind_credit, check_credit
+from prover_verl.credit_channel import CREDIT_FIELD, bind_credit, check_credit, whole_groups
 from prover_verl.estimator import NAME as ESTIMATOR
 from prover_verl.metrics import stat_fields, summarize
 
@@ -40,7 +40,7 @@ class ProverTrainerSync(PPOTrainerSync):
     def _compute_advantage(self, batch, metrics: dict):
         if self.config.algorithm.adv_estimator != ESTIMATOR:
             return super()._compute_advantage(batch, metrics)
-        fields = [CREDIT_FIELD, "response_mask", *stat_fields()]
+        fields = ["uid", CREDIT_FIELD, "response_mask", *stat_fields()]
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
         padded = data.to_padded_tensor()  # same rows and padding as the fetch in verl's _compute_advantage
         # verl pads a batch to a divisible size with copies of its first row (response_mask zeroed): the copies
@@ -49,5 +49,10 @@ class ProverTrainerSync(PPOTrainerSync):
         credit = padded[CREDIT_FIELD].float() * real.unsqueeze(-1)
         check_credit(credit, padded["response_mask"])
         metrics.update(summarize({key: padded[key] * real for key in stat_fields()}))
+        # a group that lost a session after verification trains on plain GRPO (counted, not a crash)
+        whole = whole_groups(padded.get("uid").tolist(), real, self.config.actor_rollout_ref.rollout.n)
+        partial = (credit.sum(dim=-1) > 0) & ~whole
+        metrics["prover/credit_dropped_partial_group"] = float(partial.sum())
+        credit = credit * whole.unsqueeze(-1)
         with bind_credit(credit):
             return super()._compute_advantage(batch, metrics)

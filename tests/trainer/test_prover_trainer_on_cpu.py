@@ -12,7 +12,7 @@ from verl.trainer.ppo.v1 import get_trainer_cls, trainer_base
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
 import prover_verl.trainer as prover_trainer
-from prover_verl.credit_channel import CREDIT_FIELD
+from prover_verl.credit_channel import CREDIT_FIELD, whole_groups
 
 
 class FakeTransferQueue:
@@ -147,3 +147,39 @@ async def test_credit_on_environment_tokens_is_rejected(monkeypatch, make_loop, 
     monkeypatch.setattr(prover_trainer, "tq", fake)
     with pytest.raises(ValueError, match="non-policy tokens"):
         _trainer(config)._compute_advantage(KVBatchMeta(partition_id="train", keys=list(rows), tags=[{}] * 4), {})
+
+
+async def test_group_that_lost_a_session_keeps_plain_grpo(monkeypatch, make_loop, make_config, scripted_server):
+    config = _full_config(make_config, "prover")
+    outputs = await _outputs(make_loop, scripted_server(), config)
+    rows = _rows(outputs)
+    credited = next(k for k, o in zip(rows, outputs, strict=True) if any(o.prover_credit))
+    # group task-0 keeps only the credited row and those with its outcome: uniform survivors (std 0), which the
+    # estimator would reject; their credit must be dropped and counted instead. Group task-1, a whole copy,
+    # keeps its credit.
+    won = rows[credited]["rm_scores"].sum()
+    survivors = {k: r for k, r in rows.items() if r["rm_scores"].sum() == won}
+    assert 1 <= len(survivors) < len(rows)
+    whole = {k.replace("task-0", "task-1"): {**r, "uid": "task-1"} for k, r in rows.items()}
+    fake = FakeTransferQueue({**survivors, **whole})
+    monkeypatch.setattr(trainer_base, "tq", fake)
+    monkeypatch.setattr(prover_trainer, "tq", fake)
+    metrics = {}
+    keys = list(fake.rows)
+    _trainer(config)._compute_advantage(KVBatchMeta(partition_id="train", keys=keys, tags=[{}] * len(keys)), metrics)
+
+    assert metrics["prover/credit_dropped_partial_group"] == 1.0
+    for key in survivors:  # uniform survivors: plain GRPO gives them zero advantage
+        assert torch.all(fake.put[key]["advantages"] == 0)
+    rewards = torch.tensor([o.reward_score for o in outputs])
+    std = rewards.std()
+    for key, out in zip(rows, outputs, strict=True):  # the whole group: GRPO plus its credit, as without the other
+        mask = torch.tensor(out.response_mask, dtype=torch.float32)
+        expected = ((out.reward_score - rewards.mean()) * mask + torch.tensor(out.prover_credit)) / (std + 1e-6)
+        torch.testing.assert_close(fake.put[key.replace("task-0", "task-1")]["advantages"], expected)
+
+
+def test_whole_groups():
+    real = torch.tensor([True, True, True, True, False])
+    assert whole_groups(["a", "a", "b", "c", "a"], real, 2).tolist() == [True, True, False, False, False]
+    assert whole_groups(["a", "a", "a"], torch.tensor([True] * 3), 2).tolist() == [False] * 3
