@@ -20,10 +20,14 @@ from typing import Any
 
 _lock = threading.Lock()
 _started = False
+# Lucene's default limit of 1,024 clauses per query would make some agent queries raise instead of search: a query
+# cut to a few hundred words can still hold thousands of terms (the analyzer makes each CJK character a term).
+MAX_CLAUSES = 1 << 20
 
 
 def start_jvm() -> None:
-    """Start the JVM for pyserini once per process; later calls do nothing."""
+    """Start the JVM for pyserini once per process, with Lucene's clause limit at :data:`MAX_CLAUSES`; later calls
+    do nothing."""
     global _started
     with _lock:
         if _started:
@@ -41,6 +45,9 @@ def start_jvm() -> None:
                 raise RuntimeError("pyserini is installed without its Anserini jar (pyserini/resources/jars)")
             jnius_config.add_classpath(max(jars))
             import jnius  # noqa: F401  (starts the JVM)
+        from jnius import autoclass
+
+        autoclass("org.apache.lucene.search.IndexSearcher").setMaxClauseCount(MAX_CLAUSES)
         _started = True
 
 

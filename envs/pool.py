@@ -31,7 +31,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 import ray
-from ray.exceptions import RayActorError
+from ray.exceptions import RayActorError, RayTaskError
 
 import envs
 from envs.base import EnvState, StepReturn, TextEnv
@@ -404,6 +404,7 @@ class EnvPool:
         episode = self._episode(episode_id)
         slot = self._slots[episode.worker]
         async with slot.lock:
+            self._episode(episode_id)  # again: a restart while this call waited may have lost the episode
             result = await self._invoke(slot, "step", (episode_id, action), f"episode '{episode_id}' action {action!r}")
             # recorded under the lock: a rebuild must replay actions in the order the worker applied them
             episode.actions.append(action)
@@ -417,6 +418,7 @@ class EnvPool:
         episode = self._episode(episode_id)
         slot = self._slots[episode.worker]
         async with slot.lock:
+            self._episode(episode_id)  # again: a restart while this call waited may have lost the episode
             state = await self._invoke(slot, "snapshot", (episode_id,), f"episode '{episode_id}' snapshot")
             episode.state, episode.actions = state, []  # a shorter replay for a later rebuild
         self._stats["snapshots"] += 1
@@ -427,6 +429,8 @@ class EnvPool:
         slot = self._slots[self._episode(episode_id).worker] if episode_id is not None else self._slots[0]
         args = (episode_id,) if episode_id is not None else ()
         async with slot.lock:
+            if episode_id is not None:
+                self._episode(episode_id)  # again: a restart while this call waited may have lost the episode
             return await self._invoke(slot, method, args, f"episode '{episode_id}' {method}")
 
     async def _close(self, episode_id: str) -> None:
@@ -468,6 +472,8 @@ class EnvPool:
         ref = getattr(slot.actor, method).remote(*args)
         try:
             return await asyncio.wait_for(_wrap(ref), self.call_timeout_s)
+        except RayTaskError:  # the env raised and the worker is fine; caught first, as the env's TimeoutError is one
+            raise
         except asyncio.TimeoutError:
             self._stats["timeouts"] += 1
             reason = f"env '{self.env_name}' {what} did not return within {self.call_timeout_s}s"
@@ -509,9 +515,10 @@ class EnvPool:
             timeout = self.call_timeout_s * (1 + len(episode.actions))
             try:
                 obs = await asyncio.wait_for(_wrap(ref), timeout)
-            except (RayActorError, asyncio.TimeoutError):
-                raise
-            except Exception as err:  # the env raised: this episode is lost, the others are not
+            except Exception as err:
+                if isinstance(err, RayActorError | asyncio.TimeoutError) and not isinstance(err, RayTaskError):
+                    raise  # the new worker died or hung
+                # the env raised (a TimeoutError of its own too): this episode is lost, the others are not
                 episode.broken = f"rebuild raised {err!r}"
                 continue
             self._stats["rebuilds"] += 1

@@ -68,7 +68,7 @@ def _read_json(path: str) -> dict:
     try:
         with open(path) as f:
             data = json.load(f)
-    except (OSError, json.JSONDecodeError) as err:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ValueError(f"cannot read ALFWorld file {path}: {err}") from None
     if not isinstance(data, dict):
         raise ValueError(f"ALFWorld file {path} does not hold a JSON object")

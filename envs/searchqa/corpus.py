@@ -29,7 +29,7 @@ DEFAULT_CORPUS = DATA_DIR / "corpus.jsonl"
 DEFAULT_QUESTIONS = DATA_DIR / "questions"
 # Bump when what goes into a cached index changes, so that old caches are not reused.
 INDEX_FORMAT = "searchqa-bm25-v1"
-# Lucene refuses boolean queries of more than 1024 clauses; queries are cut to this many terms.
+# Queries are cut to this many words, which bounds their cost (and their terms, see _lucene.MAX_CLAUSES).
 MAX_QUERY_TERMS = 256
 _GOLD_KEYS = ("golden_answers", "answers", "answer")
 
@@ -83,8 +83,13 @@ def _passage(row: Any, where: str) -> Passage:
 
 
 def _read_jsonl(path: Path):
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
+    # Bytes decoded line by line: a text-mode read would raise a bare UnicodeDecodeError, naming no file or line.
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise ValueError(f"{path}:{lineno}: not UTF-8 text ({err.reason} at byte {err.start})") from None
             if not line.strip():
                 continue
             try:

@@ -62,7 +62,7 @@ PRICE_RANGE = [10.0 * i for i in range(1, 100)]
 NO_PRICE_BOUND = 1_000_000.0
 # Bump when what goes into a cached index changes, so that old caches are not reused.
 INDEX_FORMAT = "webshop-bm25-v1"
-# Lucene refuses boolean queries of more than 1024 clauses; queries are cut to this many terms.
+# Queries are cut to this many words, which bounds their cost (and their terms, see _lucene.MAX_CLAUSES).
 MAX_QUERY_TERMS = 256
 
 

@@ -318,6 +318,13 @@ def test_bad_data_dirs_fail_naming_the_path(env, tmp_path, monkeypatch):
         AlfWorldEnv(restore_method="copy")
 
 
+def test_non_utf8_trial_file_fails_naming_it(tmp_path):
+    trial = make_trial(tmp_path, "train", "pick_and_place_simple-X-None-Y-1", None, "pick_and_place_simple")
+    (trial / "traj_data.json").write_bytes(b'{"task_type": "pick_and_place_simple", "note": "caf\xe9"}')
+    with pytest.raises(ValueError, match=re.escape(f"cannot read ALFWorld file {trial / 'traj_data.json'}")):
+        AlfWorldEnv(data_dir=tmp_path)
+
+
 def test_shipped_data_is_small():
     sizes = [p.stat().st_size for p in SHIPPED_DATA.rglob("*") if p.is_file()]
     assert len(sizes) == 2 * 18 and sum(sizes) < 1_000_000

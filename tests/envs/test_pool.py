@@ -150,6 +150,43 @@ async def test_hung_call_times_out_and_pool_keeps_working(make_pool):
     assert await play_pool(pool, "a", script(0)) == play_local("code-0", ["press 1"] + script(0))[2:]
 
 
+async def test_env_raising_timeout_error_is_not_taken_for_a_hung_worker():
+    class TimeoutRaisingToy(ToyEnv):  # local, so that Ray ships the class itself to the workers
+        """A toy env that raises its own TimeoutError (as a networked env may) on ``raise timeout`` and on restore."""
+
+        def step(self, action):
+            if action == "raise timeout":
+                raise TimeoutError("the env's own socket timed out")
+            return super().step(action)
+
+        def restore(self, state):
+            raise TimeoutError("the env's own socket timed out")
+
+    envs.register_env("toy_timeout", TimeoutRaisingToy)
+    with EnvPool("toy_timeout", num_workers=1, call_timeout_s=10.0) as pool:
+        await pool.reset("a", task_id="code-0")
+        await pool.step("a", "press 1")
+        pid = pool.stats()["worker_pids"][0]
+        with pytest.raises(TimeoutError, match="socket timed out") as raised:
+            await pool.step("a", "raise timeout")
+        assert not isinstance(raised.value, EnvPoolError)  # the env's error, passed on as any other
+        stats = pool.stats()
+        assert (stats["timeouts"], stats["restarts"], stats["worker_pids"]) == (0, 0, [pid])
+        assert await pool.step("a", "press 2") == play_local("code-0", ["press 1", "press 2"])[-1]
+        # the same error in a rebuild loses that episode; it is no hung worker to restart again and again
+        with pytest.raises(EnvWorkerError, match="restarted"):
+            await pool.step("a", "crash")
+        assert pool.stats()["restarts"] == 1
+        with pytest.raises(EnvWorkerError, match="lost: rebuild raised"):
+            await pool.step("a", "press 3")
+        assert (await pool.reset("c", task_id="code-1"))[1] == play_local("code-1", [])[0]
+        await pool.reset("d", task_id="code-2")
+        # a call that waited for the worker while its episode was lost there fails as lost, and runs nothing
+        crash, waited = await asyncio.gather(pool.step("c", "crash"), pool.step("d", "press 1"), return_exceptions=True)
+        assert isinstance(crash, EnvWorkerError) and "restarted" in str(crash)
+        assert isinstance(waited, EnvWorkerError) and "'d'" in str(waited) and "lost: rebuild raised" in str(waited)
+
+
 async def test_call_abandoned_by_its_caller_is_still_recorded(make_pool):
     pool = make_pool(env_kwargs={"hang_s": 0.5})
     await pool.reset("a", task_id="code-0", worker=0)

@@ -190,6 +190,15 @@ def test_overlong_query_is_cut_not_an_error(env):
     assert obs.startswith(f"(Query cut to its first {corpus.MAX_QUERY_TERMS} terms.)\n<information>")
 
 
+def test_query_of_few_words_but_many_terms_is_not_an_error(env):
+    # 200 words, but the analyzer makes each CJK character a term: 2,000 terms, over Lucene's default 1,024
+    query = " ".join("".join(chr(0x4E00 + 10 * w + c) for c in range(10)) for w in range(200))
+    env.reset(options={"task_id": env.task_ids()[0]})
+    obs, reward, terminated, truncated, info = env.step(f"<search>{query}</search>")
+    assert obs == "<information>No passages found.</information>"
+    assert (reward, terminated, truncated, info["step"], info["action_type"]) == (0.0, False, False, 1, "search")
+
+
 def test_seeded_reset_and_registry(env):
     assert env.reset(seed=7)[0] == env.reset(seed=7)[0]
     assert len({env.reset(seed=s)[1]["task"] for s in range(10)}) > 1
@@ -391,3 +400,14 @@ def test_bad_files_fail_at_construction_naming_the_file(env, tmp_path):
     with pytest.raises(ValueError, match="topk"):
         SearchQAEnv(topk=0)
     assert os.path.isdir(env.retriever.index_dir)
+
+
+def test_non_utf8_files_fail_at_construction_naming_the_file(env, tmp_path):
+    bad_corpus = tmp_path / "latin1.jsonl"
+    bad_corpus.write_bytes(json.dumps(WIKI_STYLE[0]).encode() + b'\n{"id": "9", "contents": "caf\xe9"}\n')
+    with pytest.raises(ValueError, match=re.escape(f"{bad_corpus}:2: not UTF-8")):
+        SearchQAEnv(corpus_path=bad_corpus, cache_dir=tmp_path)
+    bad_questions = tmp_path / "q.jsonl"
+    bad_questions.write_bytes(b'{"id": "1", "question": "Who?", "golden_answers": ["Jos\xe9"]}\n')
+    with pytest.raises(ValueError, match=re.escape(f"{bad_questions}:1: not UTF-8")):
+        SearchQAEnv(questions_path=bad_questions)

@@ -389,6 +389,15 @@ def test_invalid_actions_count_as_steps(env):
         env.step(None)
 
 
+def test_query_of_few_words_but_many_terms_is_not_an_error(env):
+    # 200 words, but the analyzer makes each CJK character a term: 2,000 terms, over Lucene's default 1,024
+    query = " ".join("".join(chr(0x4E00 + 10 * w + c) for c in range(10)) for w in range(200))
+    env.reset(options={"task_id": "0"})
+    obs, reward, terminated, truncated, info = env.step(f"search[{query}]")
+    assert "Page 1 (Total results: 0)" in obs and info["page"] == "results" and info["step"] == 1
+    assert (reward, terminated, truncated) == (0.0, False, False)
+
+
 def test_truncation_after_max_steps(cache_dir):
     short = WebShopEnv(split="all", max_steps=3, cache_dir=cache_dir)
     short.reset(options={"task_id": "0"})
