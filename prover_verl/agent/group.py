@@ -91,6 +91,9 @@ class GroupRendezvous:
                     group.result.set_result(await process(dict(group.episodes)))
                 except Exception as err:
                     group.result.set_exception(err)
+                except BaseException as err:  # cancelled mid-processing: the siblings must not wait out timeout_s
+                    group.result.set_exception(RuntimeError(f"group {uid}: processing was interrupted: {err!r}"))
+                    raise
             return await asyncio.wait_for(asyncio.shield(group.result), timeout=timeout_s)
         except (TimeoutError, asyncio.TimeoutError):  # distinct classes before Python 3.11
             group.expired = True

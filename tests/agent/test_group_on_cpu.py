@@ -1,0 +1,41 @@
+import asyncio
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from prover_verl.agent.group import GroupRendezvous, GroupResult
+
+
+async def test_group_result_reaches_every_member():
+    rendezvous, calls = GroupRendezvous(), []
+
+    async def process(episodes):
+        calls.append(sorted(episodes))
+        return GroupResult(stats={"groups": 1.0})
+
+    results = await asyncio.gather(
+        *(rendezvous.submit("u", 3, SimpleNamespace(session_id=i), process, timeout_s=5) for i in range(3))
+    )
+    assert calls == [[0, 1, 2]] and all(r is results[0] for r in results)
+    assert rendezvous.pending() == 0
+
+
+async def test_cancelled_processing_fails_the_siblings_at_once():
+    rendezvous, started = GroupRendezvous(), asyncio.Event()
+
+    async def process(episodes):
+        started.set()
+        await asyncio.sleep(3600)  # the last member's task is cancelled here (verl aborting the rollout)
+
+    first = asyncio.create_task(rendezvous.submit("u", 2, SimpleNamespace(session_id=0), process, timeout_s=60))
+    last = asyncio.create_task(rendezvous.submit("u", 2, SimpleNamespace(session_id=1), process, timeout_s=60))
+    await started.wait()
+    last.cancel()
+    begin = time.monotonic()
+    with pytest.raises(RuntimeError, match="processing was interrupted"):
+        await first
+    assert time.monotonic() - begin < 5  # not the 60 s rendezvous timeout
+    with pytest.raises(asyncio.CancelledError):
+        await last
+    assert rendezvous.pending() == 0
