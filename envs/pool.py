@@ -348,6 +348,16 @@ class EnvPool:
             raise EnvWorkerError(f"episode '{episode_id}' of env '{self.env_name}' is lost: {episode.broken}")
         return episode
 
+    @contextlib.asynccontextmanager
+    async def _held(self, episode_id: str):
+        """Yield ``(episode, slot)`` with the episode's worker lock held.
+
+        The episode is looked up again once the lock is held: a restart while this call waited may have lost it.
+        """
+        slot = self._slots[self._episode(episode_id).worker]
+        async with slot.lock:
+            yield self._episode(episode_id), slot
+
     def _new_id(self, episode_id: str | None) -> str:
         if episode_id is None:
             episode_id = f"{self.env_name}-{next(self._ids)}"
@@ -401,10 +411,7 @@ class EnvPool:
     async def _step(self, episode_id: str, action: str) -> StepReturn:
         if self._failed:
             raise self._failed
-        episode = self._episode(episode_id)
-        slot = self._slots[episode.worker]
-        async with slot.lock:
-            self._episode(episode_id)  # again: a restart while this call waited may have lost the episode
+        async with self._held(episode_id) as (episode, slot):
             result = await self._invoke(slot, "step", (episode_id, action), f"episode '{episode_id}' action {action!r}")
             # recorded under the lock: a rebuild must replay actions in the order the worker applied them
             episode.actions.append(action)
@@ -415,10 +422,7 @@ class EnvPool:
     async def _snapshot(self, episode_id: str) -> EnvState:
         if self._failed:
             raise self._failed
-        episode = self._episode(episode_id)
-        slot = self._slots[episode.worker]
-        async with slot.lock:
-            self._episode(episode_id)  # again: a restart while this call waited may have lost the episode
+        async with self._held(episode_id) as (episode, slot):
             state = await self._invoke(slot, "snapshot", (episode_id,), f"episode '{episode_id}' snapshot")
             episode.state, episode.actions = state, []  # a shorter replay for a later rebuild
         self._stats["snapshots"] += 1
@@ -426,12 +430,11 @@ class EnvPool:
 
     async def _query(self, episode_id: str | None, method: str) -> Any:
         """A call that reads, and does not change, an episode (or any worker's env, for ``episode_id=None``)."""
-        slot = self._slots[self._episode(episode_id).worker] if episode_id is not None else self._slots[0]
-        args = (episode_id,) if episode_id is not None else ()
-        async with slot.lock:
-            if episode_id is not None:
-                self._episode(episode_id)  # again: a restart while this call waited may have lost the episode
-            return await self._invoke(slot, method, args, f"episode '{episode_id}' {method}")
+        if episode_id is None:
+            async with self._slots[0].lock:
+                return await self._invoke(self._slots[0], method, (), method)
+        async with self._held(episode_id) as (_, slot):
+            return await self._invoke(slot, method, (episode_id,), f"episode '{episode_id}' {method}")
 
     async def _close(self, episode_id: str) -> None:
         episode = self._episode(episode_id, usable=False)
