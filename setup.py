@@ -14,7 +14,7 @@ setup(
         "envs.searchqa": ["data/**/*"],
         "envs.webshop": ["data/**/*"],
     },
-    python_requires=">=3.10,<3.13",
+    python_requires=">=3.11,<3.13",
     install_requires=[
         "verl[verl-core]==0.9.1",
         # verl 0.9.1 is tested with torch 2.11 (its vllm extra pins it); the CPU tests here use 2.13.
@@ -32,9 +32,11 @@ setup(
         "matplotlib>=3.8",
     ],
     extras_require={
-        # Full training on GPUs: verl's own vLLM pin (vllm 0.24, torch 2.11).
-        "gpu": ["verl[vllm]==0.9.1"],
-        "dev": ["pytest>=8", "pytest-asyncio>=0.23", "ruff>=0.6"],
+        # Full training on GPUs, as verl's own GPU install: vllm 0.24 and torch 2.11 (vllm extra) plus
+        # flash-attn 2.8.3 and flash-linear-attention 0.5.2 (fsdp extra), which verl's default
+        # attn_implementation=flash_attention_2 and Qwen3.5's linear-attention layers need.
+        "gpu": ["verl[vllm,fsdp]==0.9.1"],
+        "dev": ["pytest>=8", "pytest-asyncio>=0.23", "pytest-timeout>=2.3", "ruff>=0.6"],
     },
     entry_points={
         # verl imports every "verl.plugins" entry point on `import verl`, in every Ray process.
