@@ -5,7 +5,7 @@
 # For the GPU install use the GPU lock instead (see README, "Training with verl").
 set -euo pipefail
 cd "$(dirname "$0")/.."
-TORCH_CPU=2.13.0  # keep equal to tools/lock.sh
+TORCH_CPU=2.13.0  # keep equal to requirements/cpu-overrides.txt
 python3 -m venv .venv
 . .venv/bin/activate
 python -m pip install -q uv
