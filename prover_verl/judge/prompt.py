@@ -48,8 +48,9 @@ def _clip(text: str, limit: int) -> str:
 
 def _defuse(text: str) -> str:
     # Data cannot close its fence: the nonce is drawn per prompt, and any "data-" tag inside is defused anyway.
-    # Its continuation lines are indented, so it cannot fake a "[turn N]" line of the record either.
-    return text.replace("<data-", "<data_").replace("</data-", "</data_").replace("\n", "\n    ")
+    # Its continuation lines are indented, so it cannot fake a "[turn N]" line or a header of the record either;
+    # every break str.splitlines knows (\r, \x0b, \x0c, \x1c-\x1e, \x85, \u2028, \u2029) becomes an indented "\n".
+    return "\n    ".join(text.replace("<data-", "<data_").replace("</data-", "</data_").splitlines())
 
 
 def render_trajectory(label: str, traj: Trajectory, nonce: str, max_obs_chars: int) -> str:
