@@ -11,6 +11,14 @@ _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL | re.IGNORECASE)
 _KEYS = {"trajectory", "start_turn", "end_turn", "reason"}
 
 
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    # json's default keeps the last of repeated keys, so '{"trajectory": "B", ..., "trajectory": "A"}' would say A
+    keys = [key for key, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"duplicate keys in {keys}")
+    return dict(pairs)
+
+
 def parse_answer(
     text: str | None,
     labels: dict[str, int],
@@ -21,7 +29,7 @@ def parse_answer(
 
     The answer, after dropping any reasoning up to the last ``</think>`` and an optional Markdown code fence, must be
     exactly one JSON object with ``trajectory`` (one of ``allowed``), integer ``start_turn`` <= ``end_turn``
-    inside that trajectory, and optionally a string ``reason``; no other keys.
+    inside that trajectory, and optionally a string ``reason``; no other keys, and no key twice.
 
     Returns:
         ``(proposal, "ok")``, or ``(None, status)`` with status ``"empty"``, ``"malformed"`` or ``"out_of_range"``.
@@ -38,7 +46,7 @@ def parse_answer(
     if not body:
         return None, "empty"
     try:
-        answer = json.loads(body)
+        answer = json.loads(body, object_pairs_hook=_unique_keys)
     except (ValueError, RecursionError):  # JSONDecodeError, over-long integers, absurd nesting
         return None, "malformed"
     if not isinstance(answer, dict) or not {"trajectory", "start_turn", "end_turn"} <= set(answer) <= _KEYS:

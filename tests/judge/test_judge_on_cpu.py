@@ -152,6 +152,8 @@ def test_parse_accepts_strict_json_with_think_and_fence():
         ('{"trajectory": "A", "start_turn": true, "end_turn": 1}', "malformed"),
         ('{"trajectory": "A", "start_turn": 1, "end_turn": 1} and more', "malformed"),
         ("[1, 2]", "malformed"),
+        ('{"trajectory": "B", "start_turn": 0, "end_turn": 0, "trajectory": "A"}', "malformed"),  # duplicate key
+        ('{"trajectory": "A", "start_turn": 0, "start_turn": 1, "end_turn": 1}', "malformed"),
         ('{"trajectory": "B", "start_turn": 0, "end_turn": 0}', "out_of_range"),
         ('{"trajectory": "C", "start_turn": 0, "end_turn": 0}', "out_of_range"),
         ('{"trajectory": "A", "start_turn": 2, "end_turn": 1}', "out_of_range"),
