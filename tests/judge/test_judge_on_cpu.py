@@ -137,6 +137,15 @@ def test_parse_accepts_strict_json_with_think_and_fence():
     assert _parse(f"turn 1 {{looks}} decisive</think>\n{ok}")[1] == "ok"
 
 
+@pytest.mark.parametrize("reason", ["its <think> was wrong", "after </think> it erred", "<think>x</think>"])
+@pytest.mark.parametrize("reasoning", ["", "<think>thoughts</think>\n", "thoughts</think>\n"])
+def test_parse_keeps_think_tags_inside_the_json(reasoning, reason):
+    # only a leading reasoning block outside the JSON is dropped, never text inside its strings
+    ok = json.dumps({"trajectory": "A", "start_turn": 1, "end_turn": 2, "reason": reason})
+    assert _parse(reasoning + ok) == (Proposal(0, 1, 2, reason), "ok")
+    assert _parse(f"{reasoning}```json\n{ok}\n```") == (Proposal(0, 1, 2, reason), "ok")
+
+
 @pytest.mark.parametrize(
     "text,status",
     [
