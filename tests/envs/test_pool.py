@@ -7,14 +7,17 @@ actions played on a local, uncrashed env.
 
 import asyncio
 import importlib.util
+import os
 import pickle
 import random
+import signal
 import time
 
 import pytest
 import ray
 
 import envs
+from envs.local_pool import LocalEnvPool
 from envs.pool import EnvPool, EnvPoolError, EnvTimeoutError, EnvWorkerError
 from envs.toy import ToyEnv
 
@@ -132,6 +135,52 @@ async def test_crashed_worker_is_restarted_and_its_episodes_rebuilt(make_pool):
     assert done["c"] == play_local("code-2", script(2))[5:]
     assert done["d"] == play_local("code-5", script(5))[4:]
     assert all(trajectory[-1][4]["won"] for trajectory in done.values())
+
+
+def _kill_from_outside(pid: int) -> None:
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:  # reaped once Ray sees it die
+        time.sleep(0.05)
+
+
+async def test_worker_killed_from_outside_is_not_blamed_on_the_next_call(make_pool):
+    pool = make_pool()
+    await pool.reset("a", task_id="code-0", worker=0)
+    await pool.reset("b", task_id="code-1", worker=0)
+    await pool.step("a", "press 1")
+    _kill_from_outside(pool.stats()["worker_pids"][0])
+    with pytest.raises(EnvWorkerError) as raised:
+        await pool.step("b", "press 2")
+    message = str(raised.value)
+    assert "worker 0" in message and "died" in message and "episode 'b' action 'press 2'" in message
+    assert "killed worker" not in message  # the action did not kill it; the message must not say it did
+    assert await pool.step("b", "press 2") == play_local("code-1", ["press 2"])[-1]  # b was rebuilt, not lost
+    assert await pool.step("a", "press 3") == play_local("code-0", ["press 1", "press 3"])[-1]
+
+
+async def test_close_after_a_kill_closes_exactly_once(make_pool):
+    pool = make_pool()
+    await pool.reset("a", task_id="code-0", worker=0)
+    await pool.reset("b", task_id="code-1", worker=0)
+    _kill_from_outside(pool.stats()["worker_pids"][0])
+    assert await pool.close("a") is True  # closed: its env died with the worker, and the pool forgot it
+    stats = pool.stats()
+    assert (stats["closes"], stats["crashes"], stats["restarts"], stats["open_episodes"]) == (1, 1, 1, 1)
+    assert await pool.close("a") is False  # already closed: nothing to do, no error
+    assert pool.stats()["closes"] == 1
+    with pytest.raises(KeyError, match="no open episode"):
+        await pool.step("a", "press 1")
+    assert await pool.step("b", "press 2") == play_local("code-1", ["press 2"])[-1]  # rebuilt on the new worker
+    assert pool.sync.close("b") is True and pool.stats()["worker_loads"] == [0, 0]
+
+
+async def test_local_pool_close_is_idempotent_too():
+    pool = LocalEnvPool("toy")
+    episode_id, _, _ = await pool.reset(task_id="code-0")
+    assert await pool.close(episode_id) is True
+    assert await pool.close(episode_id) is False
+    pool.shutdown()
 
 
 async def test_hung_call_times_out_and_pool_keeps_working(make_pool):
