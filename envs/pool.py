@@ -523,6 +523,19 @@ class EnvPool:
             slot.ready_ref = slot.actor.ready.remote()
             try:
                 await self._await_ready(slot, first_start=False)
+            except asyncio.TimeoutError:
+                # Not retried: a replacement that Ray cannot schedule (no free CPU) or start would only wait as
+                # long again, max_restarts times over, while every call on this worker waits too.
+                self._failed = EnvWorkerError(
+                    f"worker {slot.index} of env pool '{self.env_name}' was restarted but the new worker did not "
+                    f"start within start_timeout_s={self.start_timeout_s}s (has the Ray cluster a free CPU for "
+                    f"it?); the pool is failed. Cause of the restart: {reason}"
+                )
+                raise self._failed from None
+            except RayActorError as err:
+                reason = f"the new worker {slot.index} died at start after ({reason}): {err!r}"
+                continue
+            try:
                 await self._rebuild(slot)
                 return
             except (RayActorError, asyncio.TimeoutError) as err:

@@ -199,6 +199,35 @@ async def test_hung_call_times_out_and_pool_keeps_working(make_pool):
     assert await play_pool(pool, "a", script(0)) == play_local("code-0", ["press 1"] + script(0))[2:]
 
 
+@pytest.mark.timeout(60)  # with the module's Ray start under load; the old pool retried the start: 4 x 10 s
+async def test_replacement_worker_that_does_not_start_fails_the_pool_in_bounded_time(tmp_path):
+    class StallingToy(ToyEnv):  # local, so that Ray ships the class itself to the workers
+        """A toy env whose construction never ends once ``stall_file`` exists, as a worker Ray cannot schedule."""
+
+        def __init__(self, stall_file: str, **kwargs):
+            while os.path.exists(stall_file):
+                time.sleep(0.1)
+            super().__init__(**kwargs)
+
+    envs.register_env("toy_stalling", StallingToy)
+    stall = tmp_path / "stall"
+    kwargs = {"stall_file": str(stall), "hang_s": 120.0}
+    with EnvPool("toy_stalling", kwargs, num_workers=1, call_timeout_s=1.0, start_timeout_s=10.0) as pool:
+        await pool.reset("a", task_id="code-0")
+        await pool.reset("b", task_id="code-1")
+        stall.touch()  # from now on a new worker cannot start
+        start = time.monotonic()
+        hang, waited = await asyncio.gather(pool.step("a", "hang"), pool.step("b", "press 2"), return_exceptions=True)
+        elapsed = time.monotonic() - start
+        assert isinstance(hang, EnvWorkerError) and "start_timeout_s=10.0" in str(hang), hang
+        assert "action 'hang'" in str(hang)  # the cause of the restart
+        assert waited is hang  # the call that waited for the worker fails the same way
+        assert elapsed < 1.0 + 10.0 + 5.0, elapsed  # the call timeout and one start timeout: no retries
+        assert pool.stats()["restarts"] == 1
+        with pytest.raises(EnvWorkerError, match="start_timeout_s"):  # a failed pool stays failed
+            await pool.step("b", "press 3")
+
+
 async def test_env_raising_timeout_error_is_not_taken_for_a_hung_worker():
     class TimeoutRaisingToy(ToyEnv):  # local, so that Ray ships the class itself to the workers
         """A toy env that raises its own TimeoutError (as a networked env may) on ``raise timeout`` and on restore."""
