@@ -318,6 +318,23 @@ def test_bad_data_dirs_fail_naming_the_path(env, tmp_path, monkeypatch):
         AlfWorldEnv(restore_method="copy")
 
 
+def test_split_without_playable_game_says_what_was_skipped(env, tmp_path):
+    game = json.loads(Path(env.game_file(env.task_ids()[0])).read_text())
+    no_game = [
+        make_trial(tmp_path, "train", f"pick_and_place_simple-X{i}-None-Y-1", None, "pick_and_place_simple")
+        for i in range(4)
+    ]
+    unmarked = {k: v for k, v in game.items() if k != "solvable"}
+    no_mark = make_trial(tmp_path, "train", "pick_and_place_simple-Z-None-Y-1", unmarked, "pick_and_place_simple")
+    with pytest.raises(ValueError, match="has no playable game") as raised:
+        AlfWorldEnv(data_dir=tmp_path)
+    message = str(raised.value)
+    assert "5 trials skipped" in message
+    assert "4 without game.tw-pddl" in message and all(str(t) in message for t in sorted(no_game)[:3])
+    assert str(sorted(no_game)[3]) not in message and "..." in message  # the first few paths only
+    assert "1 whose game is not marked 'solvable': true" in message and str(no_mark) in message
+
+
 def test_non_utf8_trial_file_fails_naming_it(tmp_path):
     trial = make_trial(tmp_path, "train", "pick_and_place_simple-X-None-Y-1", None, "pick_and_place_simple")
     (trial / "traj_data.json").write_bytes(b'{"task_type": "pick_and_place_simple", "note": "caf\xe9"}')
