@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import json
+import re
 import threading
 from collections import Counter, OrderedDict, defaultdict
 from typing import Any
@@ -54,6 +56,32 @@ def _set_facts(pddl_state: Any, saved: tuple) -> None:
     pddl_state._vars_by_name = dict(by_name)
     pddl_state._vars_by_type = defaultdict(set, {kind: set(v) for kind, v in by_type.items()})
     pddl_state._var_counts = Counter(counts)
+
+
+def _explain(game_file: str, err: Exception) -> str:
+    """The error's type and message, and what is wrong with the game in words where the error tells it.
+
+    fast-downward's PDDL parser fails by assertion or ``StopIteration`` with no message, TextWorld by the
+    ``KeyError`` of a name it looks up.
+    """
+    what = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+    try:
+        with open(game_file) as f:
+            data = json.load(f)
+        domain, problem = str(data["pddl_domain"]), str(data["pddl_problem"])
+    except Exception:  # read once already by TextWorld; if it cannot be read now there are no words to add
+        return what
+    why = None
+    if isinstance(err, StopIteration):
+        why = "its pddl_problem is empty or its parentheses do not close"
+    elif isinstance(err, KeyError) and err.args and re.search(rf"\b{re.escape(str(err.args[0]))}\b", problem):
+        why = f"its pddl_problem uses '{err.args[0]}', which its (:objects ...) does not declare"
+    elif isinstance(err, AssertionError):
+        named = re.search(r"\(\s*domain\s+([^\s()]+)", domain, re.IGNORECASE)
+        used = re.search(r"\(:domain\s+([^\s()]+)\s*\)", problem, re.IGNORECASE)
+        if named and used and named.group(1).lower() != used.group(1).lower():
+            why = f"its pddl_problem's (:domain {used.group(1)}) is not the domain '{named.group(1)}' it defines"
+    return f"{what} ({why})" if why else what
 
 
 class Engine:
@@ -106,7 +134,7 @@ class Engine:
                 self._env.load(game_file)
             self._reset()
         except Exception as err:
-            raise ValueError(f"cannot load ALFWorld game {game_file}: {err}") from err
+            raise ValueError(f"cannot load ALFWorld game {game_file}: {_explain(game_file, err)}") from err
         self.game_file = game_file
         return self.state
 

@@ -335,6 +335,33 @@ def test_split_without_playable_game_says_what_was_skipped(env, tmp_path):
     assert "1 whose game is not marked 'solvable': true" in message and str(no_mark) in message
 
 
+@pytest.mark.parametrize(
+    "defect,expected",
+    [
+        ("wrong domain", r"AssertionError.*\(:domain nosuch\).*not the domain 'alfred'"),
+        ("empty problem", r"StopIteration.*pddl_problem is empty or its parentheses do not close"),
+        ("undeclared object", r"KeyError: 'ghost_bar_1'.*uses 'ghost_bar_1'.*does not declare"),
+    ],
+)
+def test_broken_game_fails_saying_what_is_wrong(env, tmp_path, defect, expected):
+    game = json.loads(Path(env.game_file(first_of(env, "pick_and_place_simple"))).read_text())
+    problem = {
+        "wrong domain": re.sub(r"\(:domain \w+\)", "(:domain nosuch)", game["pddl_problem"]),
+        "empty problem": "",
+        "undeclared object": game["pddl_problem"].replace("(:init", "(:init (atLocation agent1 ghost_bar_1)", 1),
+    }[defect]
+    assert problem != game["pddl_problem"]
+    trial = make_trial(
+        tmp_path,
+        "train",
+        "pick_and_place_simple-X-None-Y-1",
+        {**game, "pddl_problem": problem},
+        "pick_and_place_simple",
+    )
+    with pytest.raises(ValueError, match=f"cannot load ALFWorld game {re.escape(str(trial))}.*: {expected}"):
+        AlfWorldEnv(data_dir=tmp_path).reset()
+
+
 def test_non_utf8_trial_file_fails_naming_it(tmp_path):
     trial = make_trial(tmp_path, "train", "pick_and_place_simple-X-None-Y-1", None, "pick_and_place_simple")
     (trial / "traj_data.json").write_bytes(b'{"task_type": "pick_and_place_simple", "note": "caf\xe9"}')
