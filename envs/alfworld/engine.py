@@ -17,7 +17,7 @@ native restore is only done for the same digest.
 
 Loading a game (translating its PDDL) costs about ten steps, so idle engines are kept per process with the game
 they have loaded (:class:`EngineCache`): an env that starts a game another env of the process played lately
-borrows that engine and only rewinds it.
+borrows that engine and only rewinds it, unless the game file changed since (size or modification time).
 
 This module reaches into ``textworld.envs.pddl`` internals (the ``PddlEnv`` state fields and the facts of its
 ``PddlState``), pinned by ``textworld==1.7.0``.
@@ -37,6 +37,8 @@ import textworld
 from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
 from textworld.core import GameState
 from textworld.envs import PddlEnv
+
+from envs._shared import fingerprint
 
 
 def _copy_facts(pddl_state: Any) -> tuple:
@@ -102,6 +104,7 @@ class Engine:
         lib.set_state_id.restype = None
         self._lib = lib
         self.game_file: str | None = None
+        self._stamp: tuple | None = None  # fingerprint of the game file when it was loaded
         self.digest = ""
         self._initial: tuple[int, tuple, GameState] | None = None
 
@@ -125,13 +128,16 @@ class Engine:
         Raises:
             ValueError: the game cannot be loaded (the message names the file).
         """
-        if game_file == self.game_file and not fresh:
+        stamp = fingerprint(game_file)  # a game file edited since it was loaded is loaded again
+        if game_file == self.game_file and stamp == self._stamp and not fresh:
             self.rewind()
             return self.state
         loaded, self.game_file = self.game_file, None  # unknown state until the reset succeeds
         try:
-            if loaded != game_file:
+            if loaded != game_file or stamp != self._stamp:
+                self._stamp = None
                 self._env.load(game_file)
+                self._stamp = stamp
             self._reset()
         except Exception as err:
             raise ValueError(f"cannot load ALFWorld game {game_file}: {_explain(game_file, err)}") from err

@@ -9,10 +9,11 @@ trials without a game file and games not marked solvable are skipped.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import os
 from pathlib import Path
+
+from envs._shared import load_once
 
 # ALFWorld's task types (alfworld.agents.environment.alfred_tw_env.TASK_TYPES), in its numbering order.
 TASK_TYPES = (
@@ -82,12 +83,14 @@ def discover_games(data_dir: str | os.PathLike, split: str) -> dict[str, GameInf
         FileNotFoundError: the data root or its ``json_2.1.1/<split>`` folder does not exist.
         ValueError: a ``traj_data.json`` or ``game.tw-pddl`` is malformed, or the split has no playable game.
     """
-    return dict(_discover(str(Path(data_dir).expanduser().resolve()), split))
+    root = str(Path(data_dir).expanduser().resolve())
+    # Cached per process (every env of a pool worker lists the same split, which reads every game file) until a
+    # file of the split folder changes, is added or removed.
+    split_dir = os.path.join(root, JSON_DIR, split)
+    return dict(load_once(("alfworld games", root, split), lambda: _discover(root, split), (split_dir,)))
 
 
-@functools.lru_cache(maxsize=8)
 def _discover(root: str, split: str) -> tuple[tuple[str, GameInfo], ...]:
-    # Cached per process: every env of a pool worker lists the same split, which reads every game file.
     if not os.path.isdir(root):
         raise FileNotFoundError(f"ALFWorld data directory {root} does not exist")
     split_dir = os.path.join(root, JSON_DIR, split)

@@ -5,6 +5,7 @@ import os
 import pickle
 import random
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -360,6 +361,23 @@ def test_broken_game_fails_saying_what_is_wrong(env, tmp_path, defect, expected)
     )
     with pytest.raises(ValueError, match=f"cannot load ALFWorld game {re.escape(str(trial))}.*: {expected}"):
         AlfWorldEnv(data_dir=tmp_path).reset()
+
+
+def test_edited_or_added_games_are_read_again_in_the_same_process(env, tmp_path):
+    first, second = (first_of(env, t) for t in ("pick_and_place_simple", "look_at_obj_in_light"))
+    shutil.copytree(Path(env.game_file(first)).parent, tmp_path / "json_2.1.1" / "train" / first)
+    before = AlfWorldEnv(data_dir=tmp_path)
+    intro, info = before.reset(options={"task_id": first})
+    assert before.task_ids() == [first]
+    game_file = Path(before.game_file(first))
+    game = json.loads(game_file.read_text())
+    assert info["task"] in game["grammar"]
+    game_file.write_text(json.dumps({**game, "grammar": game["grammar"].replace(info["task"], "find the ghost.")}))
+    shutil.copytree(Path(env.game_file(second)).parent, tmp_path / "json_2.1.1" / "train" / second)
+    after = AlfWorldEnv(data_dir=tmp_path)
+    assert after.task_ids() == sorted([first, second])  # the added trial, not the cached listing
+    assert after.reset(options={"task_id": first})[1]["task"] == "find the ghost."  # the edit, not the old engine
+    assert before.reset(options={"task_id": first})[1]["task"] == "find the ghost."  # its engine reloads the game
 
 
 def test_non_utf8_trial_file_fails_naming_it(tmp_path):
