@@ -114,6 +114,11 @@ class Engine:
         return self._pddl.state
 
     @property
+    def won_at_start(self) -> bool:
+        """Whether the loaded game is won in its initial state (its expert plan is then empty)."""
+        return bool(self._initial[2]["won"])
+
+    @property
     def walkthrough(self) -> list[str]:
         """The expert plan from the start: the game's stored walkthrough, else the planner's plan at reset."""
         return list(self._initial[2]["extra.walkthrough"] or [])

@@ -380,6 +380,23 @@ def test_edited_or_added_games_are_read_again_in_the_same_process(env, tmp_path)
     assert before.reset(options={"task_id": first})[1]["task"] == "find the ghost."  # its engine reloads the game
 
 
+def test_solvable_game_without_expert_plan_warns(env, tmp_path):
+    game = json.loads(Path(env.game_file(first_of(env, "pick_and_place_simple"))).read_text())
+    problem = game["pddl_problem"]
+    loc = re.search(r"loc_bar_[^\s)]+", problem).group(0)
+    # reachable for the translator's relaxed analysis, so it loads, but no plan reaches it
+    unreachable = problem.replace(
+        "(inReceptacle ?o ?r)", f"(inReceptacle ?o ?r) (atLocation agent1 {loc}) (not (atLocation agent1 {loc}))", 1
+    )
+    assert unreachable != problem
+    game = {**game, "pddl_problem": unreachable, "walkthrough": None, "solvable": True}
+    trial = make_trial(tmp_path, "train", "pick_and_place_simple-X-None-Y-1", game, "pick_and_place_simple")
+    unreachable_env = AlfWorldEnv(data_dir=tmp_path)
+    assert not unreachable_env.reset()[1]["won"]
+    with pytest.warns(RuntimeWarning, match=f"{re.escape(str(trial))}.* is marked solvable but has no expert plan"):
+        assert unreachable_env.expert_actions() == []
+
+
 def test_non_utf8_trial_file_fails_naming_it(tmp_path):
     trial = make_trial(tmp_path, "train", "pick_and_place_simple-X-None-Y-1", None, "pick_and_place_simple")
     (trial / "traj_data.json").write_bytes(b'{"task_type": "pick_and_place_simple", "note": "caf\xe9"}')
