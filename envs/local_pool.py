@@ -79,9 +79,12 @@ class LocalEnvPool:
             raise
         return episode_id, obs, info
 
-    async def close(self, episode_id: str) -> None:
-        """End the episode and keep its environment for reuse."""
+    async def close(self, episode_id: str) -> bool:
+        """End the episode and keep its environment for reuse; False (and nothing done) if it is not open."""
+        if episode_id not in self._episodes:
+            return False
         self._free.append(self._episodes.pop(episode_id))
+        return True
 
     def shutdown(self) -> None:
         """Stop the worker threads."""

@@ -266,8 +266,15 @@ class EnvPool:
         """
         return await self._run(self._restore(state, episode_id, worker))
 
-    async def close(self, episode_id: str) -> None:
-        """End the episode (its worker keeps the env instance for the next one)."""
+    async def close(self, episode_id: str) -> bool:
+        """End the episode (its worker keeps the env instance for the next one).
+
+        The episode is closed even if its worker dies or hangs during the call (the worker is restarted for its
+        other episodes). Closing an episode that is not open does nothing.
+
+        Returns:
+            True if an open episode was closed, False if no episode ``episode_id`` was open (closed already).
+        """
         return await self._run(self._close(episode_id))
 
     async def expert_actions(self, episode_id: str) -> list[str]:
@@ -436,15 +443,25 @@ class EnvPool:
         async with self._held(episode_id) as (_, slot):
             return await self._invoke(slot, method, (episode_id,), f"episode '{episode_id}' {method}")
 
-    async def _close(self, episode_id: str) -> None:
-        episode = self._episode(episode_id, usable=False)
-        slot = self._slots[episode.worker]
+    async def _close(self, episode_id: str) -> bool:
+        if episode_id not in self._episodes:
+            return False
+        slot = self._slots[self._episodes[episode_id].worker]
         async with slot.lock:
-            del self._episodes[episode_id]
+            episode = self._episodes.pop(episode_id, None)  # forgotten first: a restart must not rebuild it
+            if episode is None:  # closed by another call while this one waited
+                return False
             slot.load -= 1
+            self._stats["closes"] += 1
             if not episode.broken and not self._failed:
-                await self._invoke(slot, "close", (episode_id,), f"episode '{episode_id}' close")
-        self._stats["closes"] += 1
+                try:
+                    await self._invoke(slot, "close", (episode_id,), f"episode '{episode_id}' close")
+                except (EnvWorkerError, EnvTimeoutError) as err:
+                    if self._failed:
+                        raise
+                    # closed all the same: its env went with the worker, which was restarted for the others
+                    logger.warning("env pool '%s': closed episode '%s' anyway: %s", self.env_name, episode_id, err)
+        return True
 
     async def _start_all(self) -> None:
         for slot in self._slots:
@@ -484,7 +501,8 @@ class EnvPool:
             raise EnvTimeoutError(f"{reason}; worker {slot.index} was killed and restarted") from None
         except RayActorError as err:
             self._stats["crashes"] += 1
-            reason = f"env '{self.env_name}' {what} killed worker {slot.index} (pid {slot.pid})"
+            # the call or a kill from outside the pool (OOM killer, a signal) may have ended the process
+            reason = f"worker {slot.index} (pid {slot.pid}) of env '{self.env_name}' died during {what}"
             await self._restart(slot, reason)
             raise EnvWorkerError(f"{reason}; the worker was restarted and its other episodes rebuilt") from err
 
@@ -505,6 +523,19 @@ class EnvPool:
             slot.ready_ref = slot.actor.ready.remote()
             try:
                 await self._await_ready(slot, first_start=False)
+            except asyncio.TimeoutError:
+                # Not retried: a replacement that Ray cannot schedule (no free CPU) or start would only wait as
+                # long again, max_restarts times over, while every call on this worker waits too.
+                self._failed = EnvWorkerError(
+                    f"worker {slot.index} of env pool '{self.env_name}' was restarted but the new worker did not "
+                    f"start within start_timeout_s={self.start_timeout_s}s (has the Ray cluster a free CPU for "
+                    f"it?); the pool is failed. Cause of the restart: {reason}"
+                )
+                raise self._failed from None
+            except RayActorError as err:
+                reason = f"the new worker {slot.index} died at start after ({reason}): {err!r}"
+                continue
+            try:
                 await self._rebuild(slot)
                 return
             except (RayActorError, asyncio.TimeoutError) as err:
@@ -553,7 +584,7 @@ class SyncEnvPool:
     def restore(self, state: EnvState, episode_id=None, *, worker=None) -> ResetReturn:
         return self._pool._run_sync(self._pool._restore(state, episode_id, worker))
 
-    def close(self, episode_id: str) -> None:
+    def close(self, episode_id: str) -> bool:
         return self._pool._run_sync(self._pool._close(episode_id))
 
     def expert_actions(self, episode_id: str) -> list[str]:

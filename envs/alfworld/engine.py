@@ -17,7 +17,7 @@ native restore is only done for the same digest.
 
 Loading a game (translating its PDDL) costs about ten steps, so idle engines are kept per process with the game
 they have loaded (:class:`EngineCache`): an env that starts a game another env of the process played lately
-borrows that engine and only rewinds it.
+borrows that engine and only rewinds it, unless the game file changed since (size or modification time).
 
 This module reaches into ``textworld.envs.pddl`` internals (the ``PddlEnv`` state fields and the facts of its
 ``PddlState``), pinned by ``textworld==1.7.0``.
@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import json
+import re
 import threading
 from collections import Counter, OrderedDict, defaultdict
 from typing import Any
@@ -35,6 +37,8 @@ import textworld
 from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
 from textworld.core import GameState
 from textworld.envs import PddlEnv
+
+from envs._shared import fingerprint
 
 
 def _copy_facts(pddl_state: Any) -> tuple:
@@ -56,6 +60,32 @@ def _set_facts(pddl_state: Any, saved: tuple) -> None:
     pddl_state._var_counts = Counter(counts)
 
 
+def _explain(game_file: str, err: Exception) -> str:
+    """The error's type and message, and what is wrong with the game in words where the error tells it.
+
+    fast-downward's PDDL parser fails by assertion or ``StopIteration`` with no message, TextWorld by the
+    ``KeyError`` of a name it looks up.
+    """
+    what = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+    try:
+        with open(game_file) as f:
+            data = json.load(f)
+        domain, problem = str(data["pddl_domain"]), str(data["pddl_problem"])
+    except Exception:  # read once already by TextWorld; if it cannot be read now there are no words to add
+        return what
+    why = None
+    if isinstance(err, StopIteration):
+        why = "its pddl_problem is empty or its parentheses do not close"
+    elif isinstance(err, KeyError) and err.args and re.search(rf"\b{re.escape(str(err.args[0]))}\b", problem):
+        why = f"its pddl_problem uses '{err.args[0]}', which its (:objects ...) does not declare"
+    elif isinstance(err, AssertionError):
+        named = re.search(r"\(\s*domain\s+([^\s()]+)", domain, re.IGNORECASE)
+        used = re.search(r"\(:domain\s+([^\s()]+)\s*\)", problem, re.IGNORECASE)
+        if named and used and named.group(1).lower() != used.group(1).lower():
+            why = f"its pddl_problem's (:domain {used.group(1)}) is not the domain '{named.group(1)}' it defines"
+    return f"{what} ({why})" if why else what
+
+
 class Engine:
     """Plays ALFWorld games, one loaded at a time, through TextWorld's ``PddlEnv``.
 
@@ -74,6 +104,7 @@ class Engine:
         lib.set_state_id.restype = None
         self._lib = lib
         self.game_file: str | None = None
+        self._stamp: tuple | None = None  # fingerprint of the game file when it was loaded
         self.digest = ""
         self._initial: tuple[int, tuple, GameState] | None = None
 
@@ -81,6 +112,11 @@ class Engine:
     def state(self) -> GameState:
         """TextWorld's current game state (``feedback``, ``admissible_commands``, ``won``, ...)."""
         return self._pddl.state
+
+    @property
+    def won_at_start(self) -> bool:
+        """Whether the loaded game is won in its initial state (its expert plan is then empty)."""
+        return bool(self._initial[2]["won"])
 
     @property
     def walkthrough(self) -> list[str]:
@@ -97,16 +133,19 @@ class Engine:
         Raises:
             ValueError: the game cannot be loaded (the message names the file).
         """
-        if game_file == self.game_file and not fresh:
+        stamp = fingerprint(game_file)  # a game file edited since it was loaded is loaded again
+        if game_file == self.game_file and stamp == self._stamp and not fresh:
             self.rewind()
             return self.state
         loaded, self.game_file = self.game_file, None  # unknown state until the reset succeeds
         try:
-            if loaded != game_file:
+            if loaded != game_file or stamp != self._stamp:
+                self._stamp = None
                 self._env.load(game_file)
+                self._stamp = stamp
             self._reset()
         except Exception as err:
-            raise ValueError(f"cannot load ALFWorld game {game_file}: {err}") from err
+            raise ValueError(f"cannot load ALFWorld game {game_file}: {_explain(game_file, err)}") from err
         self.game_file = game_file
         return self.state
 

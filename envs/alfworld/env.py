@@ -15,6 +15,7 @@ the game's translation and the last observation; :meth:`AlfWorldEnv.restore` reb
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any
 
 from envs.alfworld.games import TASK_TYPES, GameInfo, discover_games, resolve_data_dir
@@ -128,10 +129,22 @@ class AlfWorldEnv(TextEnv):
         }
 
     def expert_actions(self) -> list[str]:
-        """The expert plan from reset: the game's walkthrough, else the planner's plan (``policy_commands``)."""
+        """The expert plan from reset: the game's walkthrough, else the planner's plan (``policy_commands``).
+
+        Warns (``RuntimeWarning``) when there is none although the game is not won at start.
+        """
         if self._task_id is None:
             raise RuntimeError("call reset before expert_actions")
-        return self._engine.walkthrough
+        plan = self._engine.walkthrough
+        if not plan and not self._engine.won_at_start:
+            # ALFWorld plays only games marked solvable; one whose goal cannot be reached makes a silent empty plan
+            warnings.warn(
+                f"ALFWorld game {self._engine.game_file} is marked solvable but has no expert plan: it stores no "
+                "walkthrough and TextWorld's planner finds none from the start (is its goal reachable?)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        return plan
 
     # -------------------------------------------------------------------------------------- snapshot/restore
 

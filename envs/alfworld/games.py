@@ -9,10 +9,11 @@ trials without a game file and games not marked solvable are skipped.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import os
 from pathlib import Path
+
+from envs._shared import load_once
 
 # ALFWorld's task types (alfworld.agents.environment.alfred_tw_env.TASK_TYPES), in its numbering order.
 TASK_TYPES = (
@@ -82,12 +83,14 @@ def discover_games(data_dir: str | os.PathLike, split: str) -> dict[str, GameInf
         FileNotFoundError: the data root or its ``json_2.1.1/<split>`` folder does not exist.
         ValueError: a ``traj_data.json`` or ``game.tw-pddl`` is malformed, or the split has no playable game.
     """
-    return dict(_discover(str(Path(data_dir).expanduser().resolve()), split))
+    root = str(Path(data_dir).expanduser().resolve())
+    # Cached per process (every env of a pool worker lists the same split, which reads every game file) until a
+    # file of the split folder changes, is added or removed.
+    split_dir = os.path.join(root, JSON_DIR, split)
+    return dict(load_once(("alfworld games", root, split), lambda: _discover(root, split), (split_dir,)))
 
 
-@functools.lru_cache(maxsize=8)
 def _discover(root: str, split: str) -> tuple[tuple[str, GameInfo], ...]:
-    # Cached per process: every env of a pool worker lists the same split, which reads every game file.
     if not os.path.isdir(root):
         raise FileNotFoundError(f"ALFWorld data directory {root} does not exist")
     split_dir = os.path.join(root, JSON_DIR, split)
@@ -97,28 +100,43 @@ def _discover(root: str, split: str) -> tuple[tuple[str, GameInfo], ...]:
             f"splits {', '.join(SPLITS)})"
         )
     games = []
+    skipped: dict[str, list[str]] = {}  # why -> trial folders, for the error when nothing is playable
     for folder, _, files in os.walk(split_dir):
         if "traj_data.json" not in files:
             continue
         task_id = Path(folder).relative_to(split_dir).as_posix()
         if "movable" in task_id or "Sliced" in task_id:
-            continue  # not supported by ALFWorld's text engine
+            skipped.setdefault("movable or sliced (not supported by ALFWorld's text engine)", []).append(folder)
+            continue
         traj_data = _read_json(os.path.join(folder, "traj_data.json"))
         task_type = traj_data.get("task_type")
         if not isinstance(task_type, str):
             raise ValueError(f"ALFWorld file {os.path.join(folder, 'traj_data.json')} has no 'task_type'")
         if task_type not in TASK_TYPES:
+            skipped.setdefault("of a task type not in ALFWorld's six", []).append(folder)
             continue
         game_path = os.path.join(folder, "game.tw-pddl")
         if not os.path.exists(game_path):
+            skipped.setdefault("without game.tw-pddl", []).append(folder)
             continue
         game_data = _read_json(game_path)
         missing = [key for key in _GAME_KEYS if not isinstance(game_data.get(key), str)]
         if missing:
             raise ValueError(f"ALFWorld game {game_path} lacks {', '.join(missing)}")
-        if not game_data.get("solvable"):
-            continue  # ALFWorld skips games whose 'solvable' is missing or false
+        if not game_data.get("solvable"):  # ALFWorld skips games whose 'solvable' is missing or false
+            skipped.setdefault("whose game is not marked 'solvable': true", []).append(folder)
+            continue
         games.append((task_id, GameInfo(task_id, game_path, task_type)))
     if not games:
-        raise ValueError(f"ALFWorld split folder {split_dir} has no playable game")
+        raise ValueError(f"ALFWorld split folder {split_dir} has no playable game: {_skipped_text(skipped)}")
     return tuple(sorted(games))
+
+
+def _skipped_text(skipped: dict[str, list[str]], shown: int = 3) -> str:
+    if not skipped:
+        return "it holds no trial folder (with a traj_data.json)"
+    parts = []
+    for why, folders in skipped.items():
+        first = ", ".join(sorted(folders)[:shown]) + (", ..." if len(folders) > shown else "")
+        parts.append(f"{len(folders)} {why} ({first})")
+    return f"{sum(map(len, skipped.values()))} trials skipped: " + "; ".join(parts)

@@ -19,6 +19,7 @@ from envs._shared import abs_path, load_once
 from envs.base import EnvState, StepReturn, TextEnv
 from envs.searchqa.answer import Action, exact_match, f1_score, normalize_answer, parse_action
 from envs.searchqa.corpus import (
+    DEFAULT_CORPUS,
     DEFAULT_QUESTIONS,
     MAX_QUERY_TERMS,
     Question,
@@ -73,9 +74,11 @@ class SearchQAEnv(TextEnv):
         self.split = split
         # keyed by the data; where its index is cached does not matter
         key = ("searchqa retriever", abs_path(corpus_path), abs_path(index_dir))
-        self.retriever: Retriever = load_once(key, lambda: open_retriever(corpus_path, index_dir, cache_dir))
+        read = (DEFAULT_CORPUS if corpus_path is None and index_dir is None else corpus_path, index_dir)
+        self.retriever: Retriever = load_once(key, lambda: open_retriever(corpus_path, index_dir, cache_dir), read)
         qfile = resolve_questions(questions_path if questions_path is not None else DEFAULT_QUESTIONS, split)
-        questions = load_once(("searchqa questions", abs_path(qfile)), lambda: load_questions(qfile, split))
+        key = ("searchqa questions", abs_path(qfile))
+        questions = load_once(key, lambda: load_questions(qfile, split), (qfile,))
         self._questions: dict[str, Question] = {q.qid: q for q in questions}
         self._question: Question | None = None
         self._turns: list[Action] = []

@@ -158,6 +158,7 @@ class WebShopEnv(TextEnv):
                 human_goals=human_goals,
                 cache_dir=Path(cache_dir).expanduser() if cache_dir is not None else None,
             ),
+            (root, *files),
         )
         self.split = split
         self._task_ids = split_goal_ids(len(self.catalog.goals), split)

@@ -11,6 +11,43 @@ _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL | re.IGNORECASE)
 _KEYS = {"trajectory", "start_turn", "end_turn", "reason"}
 
 
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    # json's default keeps the last of repeated keys, so '{"trajectory": "B", ..., "trajectory": "A"}' would say A
+    keys = [key for key, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"duplicate keys in {keys}")
+    return dict(pairs)
+
+
+def _decode(body: str) -> object:
+    return json.loads(body, object_pairs_hook=_unique_keys)
+
+
+def _unfence(text: str) -> str:
+    fenced = _FENCE.match(text)
+    return fenced.group(1).strip() if fenced else text
+
+
+def _answer_text(text: str) -> str:
+    """The answer without a leading reasoning block and without a code fence ("" if it holds only reasoning).
+
+    Reasoning comes first and may have been opened by the chat template (the reply only closes it); an opened but
+    unclosed block means the answer was cut off inside its reasoning. Think tags inside the JSON's strings are
+    the answer's own text: the block ends at its first ``</think>``, and a reply that decodes as JSON as it
+    stands has no block.
+    """
+    body = text.strip()
+    if body.startswith("<think>"):
+        _, closed, body = body.partition("</think>")
+        return _unfence(body.strip()) if closed else ""
+    if "</think>" in body:
+        try:
+            _decode(_unfence(body))
+        except (ValueError, RecursionError):
+            body = body.partition("</think>")[2].strip()
+    return _unfence(body)
+
+
 def parse_answer(
     text: str | None,
     labels: dict[str, int],
@@ -19,26 +56,19 @@ def parse_answer(
 ) -> tuple[Proposal | None, str]:
     """Parse a judge answer into a proposal.
 
-    The answer, after dropping any reasoning up to the last ``</think>`` and an optional Markdown code fence, must be
-    exactly one JSON object with ``trajectory`` (one of ``allowed``), integer ``start_turn`` <= ``end_turn``
-    inside that trajectory, and optionally a string ``reason``; no other keys.
+    The answer, after dropping a leading reasoning block (up to its ``</think>``, see :func:`_answer_text`) and an
+    optional Markdown code fence, must be exactly one JSON object with ``trajectory`` (one of ``allowed``), integer
+    ``start_turn`` <= ``end_turn`` inside that trajectory, and optionally a string ``reason``; no other keys, and
+    no key twice.
 
     Returns:
         ``(proposal, "ok")``, or ``(None, status)`` with status ``"empty"``, ``"malformed"`` or ``"out_of_range"``.
     """
-    if text is None:
-        return None, "empty"
-    # Reasoning comes first and may have been opened by the chat template (no "<think>" in the reply); an
-    # opened but unclosed block means the answer was cut off inside its reasoning.
-    body = text.rsplit("</think>", 1)[-1] if "</think>" in text else ("" if "<think>" in text else text)
-    body = body.strip()
-    fenced = _FENCE.match(body)
-    if fenced:
-        body = fenced.group(1).strip()
+    body = None if text is None else _answer_text(text)
     if not body:
         return None, "empty"
     try:
-        answer = json.loads(body)
+        answer = _decode(body)
     except (ValueError, RecursionError):  # JSONDecodeError, over-long integers, absurd nesting
         return None, "malformed"
     if not isinstance(answer, dict) or not {"trajectory", "start_turn", "end_turn"} <= set(answer) <= _KEYS:

@@ -5,6 +5,7 @@ import os
 import pickle
 import random
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -316,6 +317,84 @@ def test_bad_data_dirs_fail_naming_the_path(env, tmp_path, monkeypatch):
         unplayable.reset()
     with pytest.raises(ValueError, match="restore_method"):
         AlfWorldEnv(restore_method="copy")
+
+
+def test_split_without_playable_game_says_what_was_skipped(env, tmp_path):
+    game = json.loads(Path(env.game_file(env.task_ids()[0])).read_text())
+    no_game = [
+        make_trial(tmp_path, "train", f"pick_and_place_simple-X{i}-None-Y-1", None, "pick_and_place_simple")
+        for i in range(4)
+    ]
+    unmarked = {k: v for k, v in game.items() if k != "solvable"}
+    no_mark = make_trial(tmp_path, "train", "pick_and_place_simple-Z-None-Y-1", unmarked, "pick_and_place_simple")
+    with pytest.raises(ValueError, match="has no playable game") as raised:
+        AlfWorldEnv(data_dir=tmp_path)
+    message = str(raised.value)
+    assert "5 trials skipped" in message
+    assert "4 without game.tw-pddl" in message and all(str(t) in message for t in sorted(no_game)[:3])
+    assert str(sorted(no_game)[3]) not in message and "..." in message  # the first few paths only
+    assert "1 whose game is not marked 'solvable': true" in message and str(no_mark) in message
+
+
+@pytest.mark.parametrize(
+    "defect,expected",
+    [
+        ("wrong domain", r"AssertionError.*\(:domain nosuch\).*not the domain 'alfred'"),
+        ("empty problem", r"StopIteration.*pddl_problem is empty or its parentheses do not close"),
+        ("undeclared object", r"KeyError: 'ghost_bar_1'.*uses 'ghost_bar_1'.*does not declare"),
+    ],
+)
+def test_broken_game_fails_saying_what_is_wrong(env, tmp_path, defect, expected):
+    game = json.loads(Path(env.game_file(first_of(env, "pick_and_place_simple"))).read_text())
+    problem = {
+        "wrong domain": re.sub(r"\(:domain \w+\)", "(:domain nosuch)", game["pddl_problem"]),
+        "empty problem": "",
+        "undeclared object": game["pddl_problem"].replace("(:init", "(:init (atLocation agent1 ghost_bar_1)", 1),
+    }[defect]
+    assert problem != game["pddl_problem"]
+    trial = make_trial(
+        tmp_path,
+        "train",
+        "pick_and_place_simple-X-None-Y-1",
+        {**game, "pddl_problem": problem},
+        "pick_and_place_simple",
+    )
+    with pytest.raises(ValueError, match=f"cannot load ALFWorld game {re.escape(str(trial))}.*: {expected}"):
+        AlfWorldEnv(data_dir=tmp_path).reset()
+
+
+def test_edited_or_added_games_are_read_again_in_the_same_process(env, tmp_path):
+    first, second = (first_of(env, t) for t in ("pick_and_place_simple", "look_at_obj_in_light"))
+    shutil.copytree(Path(env.game_file(first)).parent, tmp_path / "json_2.1.1" / "train" / first)
+    before = AlfWorldEnv(data_dir=tmp_path)
+    intro, info = before.reset(options={"task_id": first})
+    assert before.task_ids() == [first]
+    game_file = Path(before.game_file(first))
+    game = json.loads(game_file.read_text())
+    assert info["task"] in game["grammar"]
+    game_file.write_text(json.dumps({**game, "grammar": game["grammar"].replace(info["task"], "find the ghost.")}))
+    shutil.copytree(Path(env.game_file(second)).parent, tmp_path / "json_2.1.1" / "train" / second)
+    after = AlfWorldEnv(data_dir=tmp_path)
+    assert after.task_ids() == sorted([first, second])  # the added trial, not the cached listing
+    assert after.reset(options={"task_id": first})[1]["task"] == "find the ghost."  # the edit, not the old engine
+    assert before.reset(options={"task_id": first})[1]["task"] == "find the ghost."  # its engine reloads the game
+
+
+def test_solvable_game_without_expert_plan_warns(env, tmp_path):
+    game = json.loads(Path(env.game_file(first_of(env, "pick_and_place_simple"))).read_text())
+    problem = game["pddl_problem"]
+    loc = re.search(r"loc_bar_[^\s)]+", problem).group(0)
+    # reachable for the translator's relaxed analysis, so it loads, but no plan reaches it
+    unreachable = problem.replace(
+        "(inReceptacle ?o ?r)", f"(inReceptacle ?o ?r) (atLocation agent1 {loc}) (not (atLocation agent1 {loc}))", 1
+    )
+    assert unreachable != problem
+    game = {**game, "pddl_problem": unreachable, "walkthrough": None, "solvable": True}
+    trial = make_trial(tmp_path, "train", "pick_and_place_simple-X-None-Y-1", game, "pick_and_place_simple")
+    unreachable_env = AlfWorldEnv(data_dir=tmp_path)
+    assert not unreachable_env.reset()[1]["won"]
+    with pytest.warns(RuntimeWarning, match=f"{re.escape(str(trial))}.* is marked solvable but has no expert plan"):
+        assert unreachable_env.expert_actions() == []
 
 
 def test_non_utf8_trial_file_fails_naming_it(tmp_path):

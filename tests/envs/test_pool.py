@@ -7,14 +7,17 @@ actions played on a local, uncrashed env.
 
 import asyncio
 import importlib.util
+import os
 import pickle
 import random
+import signal
 import time
 
 import pytest
 import ray
 
 import envs
+from envs.local_pool import LocalEnvPool
 from envs.pool import EnvPool, EnvPoolError, EnvTimeoutError, EnvWorkerError
 from envs.toy import ToyEnv
 
@@ -134,6 +137,52 @@ async def test_crashed_worker_is_restarted_and_its_episodes_rebuilt(make_pool):
     assert all(trajectory[-1][4]["won"] for trajectory in done.values())
 
 
+def _kill_from_outside(pid: int) -> None:
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:  # reaped once Ray sees it die
+        time.sleep(0.05)
+
+
+async def test_worker_killed_from_outside_is_not_blamed_on_the_next_call(make_pool):
+    pool = make_pool()
+    await pool.reset("a", task_id="code-0", worker=0)
+    await pool.reset("b", task_id="code-1", worker=0)
+    await pool.step("a", "press 1")
+    _kill_from_outside(pool.stats()["worker_pids"][0])
+    with pytest.raises(EnvWorkerError) as raised:
+        await pool.step("b", "press 2")
+    message = str(raised.value)
+    assert "worker 0" in message and "died" in message and "episode 'b' action 'press 2'" in message
+    assert "killed worker" not in message  # the action did not kill it; the message must not say it did
+    assert await pool.step("b", "press 2") == play_local("code-1", ["press 2"])[-1]  # b was rebuilt, not lost
+    assert await pool.step("a", "press 3") == play_local("code-0", ["press 1", "press 3"])[-1]
+
+
+async def test_close_after_a_kill_closes_exactly_once(make_pool):
+    pool = make_pool()
+    await pool.reset("a", task_id="code-0", worker=0)
+    await pool.reset("b", task_id="code-1", worker=0)
+    _kill_from_outside(pool.stats()["worker_pids"][0])
+    assert await pool.close("a") is True  # closed: its env died with the worker, and the pool forgot it
+    stats = pool.stats()
+    assert (stats["closes"], stats["crashes"], stats["restarts"], stats["open_episodes"]) == (1, 1, 1, 1)
+    assert await pool.close("a") is False  # already closed: nothing to do, no error
+    assert pool.stats()["closes"] == 1
+    with pytest.raises(KeyError, match="no open episode"):
+        await pool.step("a", "press 1")
+    assert await pool.step("b", "press 2") == play_local("code-1", ["press 2"])[-1]  # rebuilt on the new worker
+    assert pool.sync.close("b") is True and pool.stats()["worker_loads"] == [0, 0]
+
+
+async def test_local_pool_close_is_idempotent_too():
+    pool = LocalEnvPool("toy")
+    episode_id, _, _ = await pool.reset(task_id="code-0")
+    assert await pool.close(episode_id) is True
+    assert await pool.close(episode_id) is False
+    pool.shutdown()
+
+
 async def test_hung_call_times_out_and_pool_keeps_working(make_pool):
     pool = make_pool(call_timeout_s=1.0, env_kwargs={"hang_s": 120.0})
     await pool.reset("a", task_id="code-0", worker=0)
@@ -148,6 +197,36 @@ async def test_hung_call_times_out_and_pool_keeps_working(make_pool):
     assert b_step == play_local("code-1", ["press 2"])[-1]
     assert (pool.stats()["timeouts"], pool.stats()["restarts"]) == (1, 1)
     assert await play_pool(pool, "a", script(0)) == play_local("code-0", ["press 1"] + script(0))[2:]
+
+
+@pytest.mark.timeout(120)  # the module's Ray start and the pool's under load; the old pool retried: 4 x 10 s
+async def test_replacement_worker_that_does_not_start_fails_the_pool_in_bounded_time(tmp_path):
+    class StallingToy(ToyEnv):  # local, so that Ray ships the class itself to the workers
+        """A toy env whose construction never ends once ``stall_file`` exists, as a worker Ray cannot schedule."""
+
+        def __init__(self, stall_file: str, **kwargs):
+            while os.path.exists(stall_file):
+                time.sleep(0.1)
+            super().__init__(**kwargs)
+
+    envs.register_env("toy_stalling", StallingToy)
+    stall = tmp_path / "stall"
+    kwargs = {"stall_file": str(stall), "hang_s": 120.0}
+    with EnvPool("toy_stalling", kwargs, num_workers=1, call_timeout_s=1.0) as pool:
+        pool.start_timeout_s = 10.0  # for the replacement; the first start keeps the default, as a loaded CI needs
+        await pool.reset("a", task_id="code-0")
+        await pool.reset("b", task_id="code-1")
+        stall.touch()  # from now on a new worker cannot start
+        start = time.monotonic()
+        hang, waited = await asyncio.gather(pool.step("a", "hang"), pool.step("b", "press 2"), return_exceptions=True)
+        elapsed = time.monotonic() - start
+        assert isinstance(hang, EnvWorkerError) and "start_timeout_s=10.0" in str(hang), hang
+        assert "action 'hang'" in str(hang)  # the cause of the restart
+        assert waited is hang  # the call that waited for the worker fails the same way
+        assert elapsed < 1.0 + 10.0 + 5.0, elapsed  # the call timeout and one start timeout: no retries
+        assert pool.stats()["restarts"] == 1
+        with pytest.raises(EnvWorkerError, match="start_timeout_s"):  # a failed pool stays failed
+            await pool.step("b", "press 3")
 
 
 async def test_env_raising_timeout_error_is_not_taken_for_a_hung_worker():
@@ -257,6 +336,7 @@ def test_bad_configuration_fails_at_start():
 REAL_ENVS = ["alfworld", "searchqa", "webshop"]
 
 
+@pytest.mark.timeout(900)  # start_timeout_s is 300 s, and a loaded 2-core machine has needed all of it
 @pytest.mark.parametrize("env_name", REAL_ENVS)
 async def test_real_env_forks_across_workers(env_name):
     if importlib.util.find_spec(f"envs.{env_name}.env") is None:

@@ -411,3 +411,21 @@ def test_non_utf8_files_fail_at_construction_naming_the_file(env, tmp_path):
     bad_questions.write_bytes(b'{"id": "1", "question": "Who?", "golden_answers": ["Jos\xe9"]}\n')
     with pytest.raises(ValueError, match=re.escape(f"{bad_questions}:1: not UTF-8")):
         SearchQAEnv(questions_path=bad_questions)
+
+
+def test_edited_corpus_and_questions_are_read_again_in_the_same_process(tmp_path):
+    corpus_path = write_jsonl(tmp_path / "wiki.jsonl", WIKI_STYLE)
+    questions = [{"id": "q0", "question": "Where is Tamsk?", "answers": ["northern hills"]}]
+    questions_path = write_jsonl(tmp_path / "train.jsonl", questions)
+    kwargs = {"corpus_path": corpus_path, "questions_path": questions_path, "cache_dir": tmp_path / "cache"}
+    before = SearchQAEnv(**kwargs)
+    assert before.task_ids() == ["q0"]
+    write_jsonl(questions_path, [*questions, {"id": "q1", "question": "Who built it?", "answers": ["Irma Kolt"]}])
+    again = SearchQAEnv(**kwargs)
+    assert again.task_ids() == ["q0", "q1"] and again.retriever is before.retriever  # the corpus did not change
+    moved = {"id": "1", "contents": '"Tamsk"\nTamsk is a fishing village on the southern coast.'}
+    write_jsonl(corpus_path, [WIKI_STYLE[0], moved, WIKI_STYLE[2]])
+    after = SearchQAEnv(**kwargs)
+    assert after.retriever is not before.retriever
+    after.reset(options={"task_id": "q0"})
+    assert "southern coast" in after.step("<search>Tamsk village</search>")[0]

@@ -211,6 +211,17 @@ def test_synthetic_goals_play_and_win(cache_dir):
     assert retrievability(syn, syn.task_ids()[:20])["expert_won"] == 1.0
 
 
+def test_edited_catalog_is_read_again_in_the_same_process(tmp_path, cache_dir):
+    ins = {asin: {"instruction": "i want a shampoo", "instruction_attributes": ["tea tree"]} for asin in ("B1", "B2")}
+    root = write_catalog(tmp_path / "shop", [raw_product("B1")], ins=ins)
+    before = WebShopEnv(data_dir=root, split="all", human_goals=False, cache_dir=cache_dir)
+    assert list(before.catalog.products) == ["B1"]
+    write_catalog(root, [raw_product("B1"), raw_product("B2")], ins=ins)
+    after = WebShopEnv(data_dir=root, split="all", human_goals=False, cache_dir=cache_dir)
+    assert list(after.catalog.products) == ["B1", "B2"]
+    assert len(after.task_ids()) == 2 * len(before.task_ids())
+
+
 # ---------------------------------------------------------------- reward by hand
 def test_fuzzy_matching_and_normalization():
     assert token_set_ratio("essential oil", "essential oils") == 96  # 200 * 13 / 27
