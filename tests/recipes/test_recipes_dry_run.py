@@ -1,18 +1,22 @@
 """The recipes resolve to a valid verl config on CPU, and GRPO differs from ProVer by the estimator alone."""
 
+import importlib.util
 import os
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
+# flash-attn is a GPU package: CPU dry runs choose an attention implementation that needs none
+SDPA = "+actor_rollout_ref.model.override_config.attn_implementation=sdpa"
 
 
 def dry_run(recipe: str, cwd: Path, *overrides: str, **variables: str) -> dict:
     env = {**os.environ, "MODEL_PATH": "/models/qwen", "DATA_DIR": "/data/x", **variables}
     out = subprocess.run(
-        ["bash", str(ROOT / "recipes" / recipe), "--dry-run", *overrides],
+        ["bash", str(ROOT / "recipes" / recipe), "--dry-run", SDPA, *overrides],
         capture_output=True,
         text=True,
         env=env,
@@ -59,6 +63,21 @@ def test_bad_prover_key_fails_the_dry_run(tmp_path):
     assert out.returncode != 0 and "algorithm.prover.k must be an integer >= 1" in out.stderr
 
 
+@pytest.mark.skipif(importlib.util.find_spec("flash_attn") is not None, reason="flash-attn is installed here")
+def test_dry_run_fails_when_the_attention_implementation_is_not_installed(tmp_path):
+    env = {**os.environ, "MODEL_PATH": "/models/qwen", "DATA_DIR": "/data/x"}
+    out = subprocess.run(
+        ["bash", str(ROOT / "recipes/alfworld/run_grpo_qwen3.5_2b.sh"), "--dry-run"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert out.returncode != 0 and "attn_implementation=flash_attention_2 (verl's default)" in out.stderr
+    assert "pip install flash-attn==" in out.stderr
+
+
 def test_env_kwargs_json_reaches_the_env_config(tmp_path):
     text = '{"data_dir": "/data/web shop", "num_products": 100, "human_goals": true}'
     config = dry_run("webshop/run_prover_qwen3.5_2b.sh", tmp_path, ENV_KWARGS=text)
@@ -71,7 +90,7 @@ def test_eval_recipe_resolves_greedy_validation_of_each_checkpoint(tmp_path):
     for ckpt in ckpts:
         ckpt.mkdir(parents=True)
     env = {**os.environ, "MODEL_PATH": "/models/qwen", "DATA_DIR": "/data/x", "OUT": "eval_out"}
-    args = ["alfworld", f"GRPO={ckpts[0]}/", "--dry-run", f"ProVer={ckpts[1]}"]
+    args = ["alfworld", f"GRPO={ckpts[0]}/", "--dry-run", f"ProVer={ckpts[1]}", "--", SDPA]
     out = subprocess.run(
         ["bash", str(ROOT / "recipes/eval/run_eval.sh"), *args],
         capture_output=True,
@@ -85,5 +104,6 @@ def test_eval_recipe_resolves_greedy_validation_of_each_checkpoint(tmp_path):
     for name, ckpt in zip(("GRPO", "ProVer"), ckpts, strict=True):
         assert f"resume_from_path: {ckpt}\n" in out.stdout  # the trailing slash is gone
         assert f"eval_log_dir: {tmp_path / 'eval_out' / 'logs' / name}\n" in out.stdout  # absolute
+    assert out.stdout.count("attn_implementation: sdpa") == 2  # the overrides after -- reach every run
     assert out.stdout.count("val_only: true") == 2 and out.stdout.count("adv_estimator: grpo") == 2
     assert not (tmp_path / "eval_out" / "tables.md").exists()
