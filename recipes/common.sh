@@ -7,6 +7,7 @@
 #   DATA_DIR     train/val parquet from prover_verl.data (default: ~/data/prover/${ENV_NAME})
 #   ENV_KWARGS   JSON constructor args of the env, e.g. '{"data_dir": "/data/alfworld"}' (default: {})
 #   N_GPUS, NNODES, TOTAL_STEPS, PROJECT, EXPERIMENT, CKPT_DIR, LOGGER
+#   TRAIN_BATCH  tasks per step (default per env below); the shipped small data sets need a smaller one
 # Flags: --dry-run prints the resolved verl config and exits (no GPU needed); anything else is passed to hydra.
 set -euo pipefail
 
@@ -39,6 +40,7 @@ case "$ENV_NAME" in
   searchqa) MAX_TURNS=4;  PROMPT_LEN=1024; RESPONSE_LEN=4096; BATCH=64; GROUP=5 ;;
   *) echo "unknown ENV_NAME=$ENV_NAME" >&2; exit 2 ;;
 esac
+BATCH=${TRAIN_BATCH:-$BATCH}
 case "$MODEL_SIZE" in
   2B) MICRO=4; TP=1 ;;
   4B) MICRO=2; TP=1 ;;
