@@ -81,4 +81,5 @@ exec python3 -m prover_verl.main \
   trainer.logger="$LOGGER" \
   trainer.save_freq=25 \
   trainer.test_freq=25 \
+  trainer.v1.sampler.sync_refill_failed_groups=true \
   "${EXTRA[@]+"${EXTRA[@]}"}"

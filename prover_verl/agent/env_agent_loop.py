@@ -118,7 +118,7 @@ class EnvAgentLoop(AgentLoopBase):
         try:
             episode, pool, adapter = await self._rollout(extra, session_id, sampling_params)
         except Exception as err:
-            if verify:  # siblings must not wait for an episode that will never come
+            if verify:  # siblings must not wait for an episode that will never come; they train on plain GRPO
                 _rendezvous().abort(uid, self.group_size, err)
             raise
         group = GroupResult()
@@ -341,7 +341,7 @@ class EnvAgentLoop(AgentLoopBase):
                 if seg.token_start < length
             ]
             credit = credit_tensor(segments, torch.tensor([mask]), self.prover.min_estimate)[0].tolist()
-        stats = dict(group.stats) if episode.session_id == 0 else {}
+        stats = dict(group.stats) if episode.session_id == group.reporter else {}
         stats.update(env_steps=float(episode.result.env_steps), gen_tokens=float(episode.result.gen_tokens))
         return ProverAgentLoopOutput(
             prompt_ids=conv.token_ids[: conv.prompt_len],

@@ -52,6 +52,8 @@ def test_prover_and_grpo_recipes_differ_only_in_the_estimator(tmp_path, data_dir
     assert prover["trainer.v1.trainer_mode"] == "prover_sync"
     assert prover["actor_rollout_ref.rollout.agent.default_agent_loop"] == "prover_env_agent"
     assert prover["algorithm.prover.k"] == 2 and prover["env.name"] == "alfworld"
+    # a key of verl's own config (no "+"): failed groups with no rows are refilled, for both methods alike
+    assert prover["trainer.v1.sampler.sync_refill_failed_groups"] is True
     assert prover["data.train_files"] == f"{data_dir}/train.parquet"
     differing = {k for k in prover.keys() | grpo.keys() if prover.get(k) != grpo.get(k)}
     # the experiment name (and the checkpoint dir and paths derived from it) follow the estimator
