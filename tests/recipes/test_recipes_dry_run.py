@@ -54,6 +54,13 @@ def test_prover_and_grpo_recipes_differ_only_in_the_estimator(tmp_path, data_dir
     assert prover["algorithm.prover.k"] == 2 and prover["env.name"] == "alfworld"
     # a key of verl's own config (no "+"): failed groups with no rows are refilled, for both methods alike
     assert prover["trainer.v1.sampler.sync_refill_failed_groups"] is True
+    # micro batches by a token budget that holds the longest sequence, for the actor and both log-prob passes
+    longest = prover["data.max_prompt_length"] + prover["data.max_response_length"]
+    for prefix in ("actor_rollout_ref.rollout.log_prob", "actor_rollout_ref.ref.log_prob"):
+        assert prover[f"{prefix}_use_dynamic_bsz"] is True
+        assert prover[f"{prefix}_max_token_len_per_gpu"] == prover["actor_rollout_ref.actor.ppo_max_token_len_per_gpu"]
+    assert prover["actor_rollout_ref.actor.use_dynamic_bsz"] is True
+    assert prover["actor_rollout_ref.actor.ppo_max_token_len_per_gpu"] >= longest
     assert prover["data.train_files"] == f"{data_dir}/train.parquet"
     differing = {k for k in prover.keys() | grpo.keys() if prover.get(k) != grpo.get(k)}
     # the experiment name (and the checkpoint dir and paths derived from it) follow the estimator
