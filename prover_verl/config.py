@@ -154,10 +154,13 @@ class EnvConfig:
         name: Registered environment (``alfworld``, ``webshop``, ``searchqa``); a data row's
             ``extra_info.env`` overrides it.
         kwargs: Constructor arguments of the environment (data paths, ``max_steps``, ...).
-        pool_workers: Ray env-worker actors per agent-loop worker; 0 runs the envs in the agent-loop process.
+        pool_workers: Ray env-worker processes per node, shared by all agent-loop workers of the node (each loads
+            the env's data once); 0 runs the envs in each agent-loop process instead.
         max_turns: Most policy turns per episode.
         max_obs_chars: Observations are cut to this many characters in the prompt.
         call_timeout_s: Timeout of one env call (Ray pool only).
+        start_timeout_s: Seconds an env worker may take to start, i.e. import the env and load its data (Ray
+            pool only); a worker that does not start in time fails the pool.
         eval_log_dir: If set, every validation episode (``extra_info.verify: false``) is logged there as one
             JSON line, for ``python -m prover_verl.eval.tables``.
     """
@@ -168,6 +171,7 @@ class EnvConfig:
     max_turns: int = 50
     max_obs_chars: int = 2000
     call_timeout_s: float = 120.0
+    start_timeout_s: float = 300.0
     eval_log_dir: str | None = None
 
     def __post_init__(self):
@@ -193,6 +197,13 @@ class EnvConfig:
             _is_number(self.call_timeout_s) and self.call_timeout_s > 0,
             "call_timeout_s",
             self.call_timeout_s,
+            "a number > 0",
+            p,
+        )
+        _check(
+            _is_number(self.start_timeout_s) and self.start_timeout_s > 0,
+            "start_timeout_s",
+            self.start_timeout_s,
             "a number > 0",
             p,
         )

@@ -14,10 +14,12 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from prover_verl.config import EnvConfig, ProverConfig
+from prover_verl.preflight import check_attention, check_train_set
 
 
 def check_config(config: DictConfig) -> None:
-    """Fail fast, naming the key, on a bad ``algorithm.prover`` or ``env`` section or an unknown estimator.
+    """Fail fast, naming the key, on a bad ``algorithm.prover`` or ``env`` section, an unknown estimator, or an
+    attention implementation whose package is not installed, or a train set smaller than one batch.
 
     ``env.kwargs`` given as JSON text (how the recipes pass ``ENV_KWARGS``) is replaced by the parsed mapping,
     so every process and the dry run see the mapping.
@@ -37,6 +39,8 @@ def check_config(config: DictConfig) -> None:
     get_trainer_cls(config.trainer.v1.trainer_mode)
     if config.algorithm.adv_estimator == "prover" and config.trainer.v1.trainer_mode != "prover_sync":
         raise ValueError("algorithm.adv_estimator=prover needs trainer.v1.trainer_mode=prover_sync")
+    check_attention(config)
+    check_train_set(config)
 
 
 @hydra.main(config_path="conf", config_name="prover_trainer", version_base=None)

@@ -8,9 +8,11 @@ import torch
 
 JUDGE_STATUSES = ("ok", "no_pair", "malformed", "out_of_range", "empty", "too_long", "error")
 
-# Every row carries every counter (0 where it does not apply); group-level counters sit on session 0's row.
+# Every row carries every counter (0 where it does not apply); group-level counters sit on the row of the group's
+# lowest surviving session.
 STAT_KEYS = (
     "groups",  # groups ProVer looked at
+    "session_failed",  # sessions whose episode raised: their group trains on plain GRPO without them
     "pairs",  # ... holding both a success and a failure
     "skipped_budget",  # ... not judged: max_segments_per_step reached
     *(f"judge_{s}" for s in JUDGE_STATUSES),  # judge outcomes
@@ -55,6 +57,12 @@ def summarize(fields: Mapping[str, torch.Tensor]) -> dict[str, float]:
         "prover/verify_env_steps_frac": ratio(total["verify_env_steps"], total["env_steps"]),
         "prover/verify_gen_tokens_frac": ratio(total["verify_gen_tokens"], total["gen_tokens"]),
     }
-    for key in ("skipped_budget", "verify_timeout", "verify_failed", *(f"judge_{s}" for s in JUDGE_STATUSES[1:])):
+    for key in (
+        "session_failed",
+        "skipped_budget",
+        "verify_timeout",
+        "verify_failed",
+        *(f"judge_{s}" for s in JUDGE_STATUSES[1:]),
+    ):
         metrics[f"prover/{key}"] = total[key]
     return metrics

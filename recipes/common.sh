@@ -7,6 +7,7 @@
 #   DATA_DIR     train/val parquet from prover_verl.data (default: ~/data/prover/${ENV_NAME})
 #   ENV_KWARGS   JSON constructor args of the env, e.g. '{"data_dir": "/data/alfworld"}' (default: {})
 #   N_GPUS, NNODES, TOTAL_STEPS, PROJECT, EXPERIMENT, CKPT_DIR, LOGGER
+#   TRAIN_BATCH  tasks per step (default per env below); the shipped small data sets need a smaller one
 # Flags: --dry-run prints the resolved verl config and exits (no GPU needed); anything else is passed to hydra.
 set -euo pipefail
 
@@ -39,9 +40,13 @@ case "$ENV_NAME" in
   searchqa) MAX_TURNS=4;  PROMPT_LEN=1024; RESPONSE_LEN=4096; BATCH=64; GROUP=5 ;;
   *) echo "unknown ENV_NAME=$ENV_NAME" >&2; exit 2 ;;
 esac
+BATCH=${TRAIN_BATCH:-$BATCH}
+# Per model size: micro batch (used only with dynamic batch size off) and the token budget of one micro batch per
+# GPU with verl's dynamic batch size (actor, and by default ref and rollout log-probs); docs/reproduce.md has the
+# arithmetic. It must hold the longest sequence, prompt + response (ALFWorld: 10240).
 case "$MODEL_SIZE" in
-  2B) MICRO=4; TP=1 ;;
-  4B) MICRO=2; TP=1 ;;
+  2B) MICRO=4; TP=1; TOKENS_PER_GPU=16384 ;;
+  4B) MICRO=2; TP=1; TOKENS_PER_GPU=12288 ;;
   *) echo "unknown MODEL_SIZE=$MODEL_SIZE" >&2; exit 2 ;;
 esac
 
@@ -58,6 +63,8 @@ exec python3 -m prover_verl.main \
   actor_rollout_ref.actor.optim.lr=1e-6 \
   actor_rollout_ref.actor.ppo_mini_batch_size="$BATCH" \
   actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu="$MICRO" \
+  actor_rollout_ref.actor.use_dynamic_bsz=true \
+  actor_rollout_ref.actor.ppo_max_token_len_per_gpu="$TOKENS_PER_GPU" \
   actor_rollout_ref.actor.use_kl_loss=true \
   actor_rollout_ref.actor.kl_loss_coef=0.01 \
   actor_rollout_ref.rollout.n="$GROUP" \
@@ -79,4 +86,5 @@ exec python3 -m prover_verl.main \
   trainer.logger="$LOGGER" \
   trainer.save_freq=25 \
   trainer.test_freq=25 \
+  trainer.v1.sampler.sync_refill_failed_groups=true \
   "${EXTRA[@]+"${EXTRA[@]}"}"

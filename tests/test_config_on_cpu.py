@@ -48,6 +48,7 @@ def test_env_config_kwargs_as_mapping_or_json_text():
     [
         ({"max_turns": 0}, "env.max_turns must be an integer >= 1"),
         ({"pool_workers": -1}, "env.pool_workers must be an integer >= 0"),
+        ({"start_timeout_s": 0}, "env.start_timeout_s must be a number > 0"),
         ({"max_turn": 5}, "unknown key.*env.max_turn"),
     ],
 )

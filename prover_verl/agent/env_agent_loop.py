@@ -52,13 +52,20 @@ def _rendezvous() -> GroupRendezvous:
 
 
 def get_env_pool(env_name: str, env: EnvConfig):
-    """The process's pool for ``env_name``: in-process threads, or Ray env workers if ``env.pool_workers > 0``."""
+    """The pool for ``env_name``: in-process threads, or, if ``env.pool_workers > 0``, the node's Ray env pool of
+    ``env.pool_workers`` env processes, which every agent-loop worker of the node shares."""
     key = (env_name, repr(sorted(env.kwargs.items())), env.pool_workers)
     if key not in _POOLS:
         if env.pool_workers > 0:
-            from envs.pool import EnvPool
+            from envs.shared_pool import SharedEnvPool
 
-            _POOLS[key] = EnvPool(env_name, env.kwargs, num_workers=env.pool_workers, call_timeout_s=env.call_timeout_s)
+            _POOLS[key] = SharedEnvPool(
+                env_name,
+                env.kwargs,
+                num_workers=env.pool_workers,
+                call_timeout_s=env.call_timeout_s,
+                start_timeout_s=env.start_timeout_s,
+            )
         else:
             from envs.local_pool import LocalEnvPool
 
@@ -118,7 +125,7 @@ class EnvAgentLoop(AgentLoopBase):
         try:
             episode, pool, adapter = await self._rollout(extra, session_id, sampling_params)
         except Exception as err:
-            if verify:  # siblings must not wait for an episode that will never come
+            if verify:  # siblings must not wait for an episode that will never come; they train on plain GRPO
                 _rendezvous().abort(uid, self.group_size, err)
             raise
         group = GroupResult()
@@ -341,7 +348,7 @@ class EnvAgentLoop(AgentLoopBase):
                 if seg.token_start < length
             ]
             credit = credit_tensor(segments, torch.tensor([mask]), self.prover.min_estimate)[0].tolist()
-        stats = dict(group.stats) if episode.session_id == 0 else {}
+        stats = dict(group.stats) if episode.session_id == group.reporter else {}
         stats.update(env_steps=float(episode.result.env_steps), gen_tokens=float(episode.result.gen_tokens))
         return ProverAgentLoopOutput(
             prompt_ids=conv.token_ids[: conv.prompt_len],

@@ -24,10 +24,12 @@ class GroupResult:
     Attributes:
         credits: ``session_id -> verified segments`` (credited ones) in that session's trajectory.
         stats: Group-level counters and values for the trainer's metrics.
+        reporter: The session whose row carries ``stats`` (the lowest one that handed in an episode).
     """
 
     credits: dict[int, list[SegmentCredit]] = dataclasses.field(default_factory=dict)
     stats: dict[str, float] = dataclasses.field(default_factory=dict)
+    reporter: int = 0
 
 
 ProcessFn = Callable[[dict[int, Episode]], Awaitable[GroupResult]]
@@ -78,7 +80,7 @@ class GroupRendezvous:
         Raises:
             ValueError: the session was already handed in, or the sizes disagree.
             TimeoutError: the rest of the group did not arrive, or processing did not finish, in ``timeout_s``.
-            RuntimeError: a sibling aborted, or processing the group raised (re-raised from it).
+            RuntimeError: processing the group raised (re-raised from it), or was interrupted.
         """
         group = self._group(uid, size)
         if episode.session_id in group.episodes:
@@ -88,7 +90,7 @@ class GroupRendezvous:
         try:
             if group.arrived == group.size and not group.result.done():
                 try:
-                    group.result.set_result(await process(dict(group.episodes)))
+                    group.result.set_result(await _process_or_skip(group, process))
                 except Exception as err:
                     group.result.set_exception(err)
                 except BaseException as err:  # cancelled mid-processing: the siblings must not wait out timeout_s
@@ -105,9 +107,26 @@ class GroupRendezvous:
             self._maybe_drop(uid, group)
 
     def abort(self, uid: Any, size: int, error: BaseException) -> None:
-        """Count a session whose episode broke and fail its group, so its siblings stop waiting at once."""
+        """Count a session whose episode broke, so that its siblings do not wait for it.
+
+        The group then trains without that row on plain GRPO, as a GRPO run loses only that row too: once the
+        last member is in, the siblings get a result without credit, counted in ``session_failed``.
+        """
         group = self._group(uid, size)
         group.aborted += 1
-        if not group.result.done():
-            group.result.set_exception(RuntimeError(f"group {uid}: a sibling session failed: {error!r}"))
+        if group.arrived == group.size and not group.result.done():
+            group.result.set_result(_skipped(group))
         self._maybe_drop(uid, group)
+
+
+def _skipped(group: _Group) -> GroupResult:
+    stats = {"groups": 1.0, "session_failed": float(group.aborted)}
+    return GroupResult(stats=stats, reporter=min(group.episodes, default=0))
+
+
+async def _process_or_skip(group: _Group, process: ProcessFn) -> GroupResult:
+    if group.aborted:
+        return _skipped(group)
+    result = await process(dict(group.episodes))
+    result.reporter = min(group.episodes)
+    return result

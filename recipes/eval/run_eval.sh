@@ -9,10 +9,14 @@
 # Variables: MODEL_SIZE (2B), BASELINE (GRPO), OUT (results/eval/ENV), plus those of recipes/common.sh.
 # Every agent-loop worker appends to $OUT/logs/NAME: on several nodes OUT must be on a shared filesystem.
 # --dry-run (anywhere) prints each run's resolved verl config instead of running it, and writes no tables.
+# Arguments after -- are hydra overrides passed to every run.
 set -euo pipefail
-DRY=(); SPECS=()
+DRY=(); SPECS=(); HYDRA=(); after_dashes=false
 for arg in "$@"; do
-  if [ "$arg" = --dry-run ]; then DRY=(--dry-run); else SPECS+=("$arg"); fi
+  if $after_dashes; then HYDRA+=("$arg")
+  elif [ "$arg" = -- ]; then after_dashes=true
+  elif [ "$arg" = --dry-run ]; then DRY=(--dry-run)
+  else SPECS+=("$arg"); fi
 done
 set -- "${SPECS[@]+"${SPECS[@]}"}"
 [ $# -ge 2 ] || { sed -n 2,11p "$0"; exit 2; }
@@ -31,7 +35,7 @@ for spec in "$@"; do
       trainer.resume_mode=resume_path trainer.resume_from_path="$ckpt" \
       actor_rollout_ref.rollout.val_kwargs.n=1 actor_rollout_ref.rollout.val_kwargs.do_sample=false \
       actor_rollout_ref.rollout.val_kwargs.temperature=0 \
-      env.eval_log_dir="$log_dir"
+      env.eval_log_dir="$log_dir" "${HYDRA[@]+"${HYDRA[@]}"}"
   )
   RUNS+=(--run "$name=$log_dir")
 done

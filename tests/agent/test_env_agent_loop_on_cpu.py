@@ -117,7 +117,8 @@ async def test_heuristic_judge_and_budget(make_loop, make_config, scripted_serve
     assert second[0].prover_stats["skipped_budget"] == 1
 
 
-async def test_a_failing_session_fails_its_siblings_fast(make_loop, make_config, scripted_server):
+async def test_one_failed_episode_under_prover_loses_only_its_row(make_loop, make_config, scripted_server):
+    # as under GRPO, where verl keeps the n - 1 rows that were written: the group trains on plain GRPO without it
     server = scripted_server()
     loops = [make_loop(make_config(), server) for _ in range(4)]
     good = {"env": "forkroad", "task_id": "road-0", "verify": True}
@@ -128,7 +129,19 @@ async def test_a_failing_session_fails_its_siblings_fast(make_loop, make_config,
     ]
     results = await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), timeout=30)
     assert isinstance(results[0], ValueError) and "task_id" in str(results[0])
-    assert all(isinstance(r, RuntimeError) and "sibling" in str(r) for r in results[1:])
+    survivors = results[1:]
+    assert all(isinstance(r, env_agent_loop.ProverAgentLoopOutput) for r in survivors), survivors
+    assert not server.judge_prompts and all(not any(r.prover_credit) for r in survivors)  # no ProVer on the group
+    # counted once, on the lowest surviving session's row
+    assert [r.prover_stats.get("session_failed", 0) for r in survivors] == [1, 0, 0]
+    assert [r.prover_stats.get("groups", 0) for r in survivors] == [1, 0, 0]
+    batch = to_batch(survivors)
+    assert summarize({FIELD_PREFIX + k: batch.batch[FIELD_PREFIX + k] for k in STAT_KEYS})["prover/session_failed"] == 1
+    config = make_config()
+    with bind_credit(batch.batch[CREDIT_FIELD]):
+        prover = compute_advantage(batch, adv_estimator="prover", config=config.algorithm)
+    grpo = compute_advantage(to_batch(survivors), adv_estimator="grpo", config=config.algorithm)
+    torch.testing.assert_close(prover.batch["advantages"], grpo.batch["advantages"])
     assert env_agent_loop._rendezvous().pending() == 0, env_agent_loop._rendezvous()._groups
 
 

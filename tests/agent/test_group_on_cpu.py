@@ -39,3 +39,19 @@ async def test_cancelled_processing_fails_the_siblings_at_once():
     with pytest.raises(asyncio.CancelledError):
         await last
     assert rendezvous.pending() == 0
+
+
+async def test_an_aborted_session_leaves_its_siblings_plain_grpo_counted_once():
+    rendezvous, calls = GroupRendezvous(), []
+
+    async def process(episodes):
+        calls.append(sorted(episodes))
+        return GroupResult(stats={"groups": 1.0, "pairs": 1.0})
+
+    first = asyncio.create_task(rendezvous.submit("u", 3, SimpleNamespace(session_id=1), process, timeout_s=5))
+    await asyncio.sleep(0)
+    rendezvous.abort("u", 3, ValueError("env broke"))  # session 0
+    last = await rendezvous.submit("u", 3, SimpleNamespace(session_id=2), process, timeout_s=5)
+    assert await first is last and calls == []  # not judged, not verified
+    assert last.credits == {} and last.stats == {"groups": 1.0, "session_failed": 1.0} and last.reporter == 1
+    assert rendezvous.pending() == 0

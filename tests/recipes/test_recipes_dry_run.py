@@ -1,18 +1,32 @@
 """The recipes resolve to a valid verl config on CPU, and GRPO differs from ProVer by the estimator alone."""
 
+import importlib.util
 import os
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
+# flash-attn is a GPU package: CPU dry runs choose an attention implementation that needs none
+SDPA = "+actor_rollout_ref.model.override_config.attn_implementation=sdpa"
 
 
-def dry_run(recipe: str, cwd: Path, *overrides: str, **variables: str) -> dict:
-    env = {**os.environ, "MODEL_PATH": "/models/qwen", "DATA_DIR": "/data/x", **variables}
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> Path:
+    """A train set as large as the largest recipe batch (the size check at start reads it)."""
+    import pandas as pd
+
+    path = tmp_path_factory.mktemp("data")
+    pd.DataFrame({"extra_info": [{"task_id": str(i)} for i in range(64)]}).to_parquet(path / "train.parquet")
+    return path
+
+
+def dry_run(recipe: str, cwd: Path, data_dir: Path, *overrides: str, **variables: str) -> dict:
+    env = {**os.environ, "MODEL_PATH": "/models/qwen", "DATA_DIR": str(data_dir), **variables}
     out = subprocess.run(
-        ["bash", str(ROOT / "recipes" / recipe), "--dry-run", *overrides],
+        ["bash", str(ROOT / "recipes" / recipe), "--dry-run", SDPA, *overrides],
         capture_output=True,
         text=True,
         env=env,
@@ -31,14 +45,23 @@ def flatten(d, prefix=""):
             yield f"{prefix}{k}", v
 
 
-def test_prover_and_grpo_recipes_differ_only_in_the_estimator(tmp_path):
-    prover = dict(flatten(dry_run("alfworld/run_prover_qwen3.5_2b.sh", tmp_path)))
-    grpo = dict(flatten(dry_run("alfworld/run_grpo_qwen3.5_2b.sh", tmp_path)))
+def test_prover_and_grpo_recipes_differ_only_in_the_estimator(tmp_path, data_dir):
+    prover = dict(flatten(dry_run("alfworld/run_prover_qwen3.5_2b.sh", tmp_path, data_dir)))
+    grpo = dict(flatten(dry_run("alfworld/run_grpo_qwen3.5_2b.sh", tmp_path, data_dir)))
     assert prover["algorithm.adv_estimator"] == "prover" and grpo["algorithm.adv_estimator"] == "grpo"
     assert prover["trainer.v1.trainer_mode"] == "prover_sync"
     assert prover["actor_rollout_ref.rollout.agent.default_agent_loop"] == "prover_env_agent"
     assert prover["algorithm.prover.k"] == 2 and prover["env.name"] == "alfworld"
-    assert prover["data.train_files"] == "/data/x/train.parquet"
+    # a key of verl's own config (no "+"): failed groups with no rows are refilled, for both methods alike
+    assert prover["trainer.v1.sampler.sync_refill_failed_groups"] is True
+    # micro batches by a token budget that holds the longest sequence, for the actor and both log-prob passes
+    longest = prover["data.max_prompt_length"] + prover["data.max_response_length"]
+    for prefix in ("actor_rollout_ref.rollout.log_prob", "actor_rollout_ref.ref.log_prob"):
+        assert prover[f"{prefix}_use_dynamic_bsz"] is True
+        assert prover[f"{prefix}_max_token_len_per_gpu"] == prover["actor_rollout_ref.actor.ppo_max_token_len_per_gpu"]
+    assert prover["actor_rollout_ref.actor.use_dynamic_bsz"] is True
+    assert prover["actor_rollout_ref.actor.ppo_max_token_len_per_gpu"] >= longest
+    assert prover["data.train_files"] == f"{data_dir}/train.parquet"
     differing = {k for k in prover.keys() | grpo.keys() if prover.get(k) != grpo.get(k)}
     # the experiment name (and the checkpoint dir and paths derived from it) follow the estimator
     assert {k for k in differing if "experiment" not in k and "local_dir" not in k and "dir" not in k} == {
@@ -59,11 +82,26 @@ def test_bad_prover_key_fails_the_dry_run(tmp_path):
     assert out.returncode != 0 and "algorithm.prover.k must be an integer >= 1" in out.stderr
 
 
-def test_env_kwargs_json_reaches_the_env_config(tmp_path):
+@pytest.mark.skipif(importlib.util.find_spec("flash_attn") is not None, reason="flash-attn is installed here")
+def test_dry_run_fails_when_the_attention_implementation_is_not_installed(tmp_path):
+    env = {**os.environ, "MODEL_PATH": "/models/qwen", "DATA_DIR": "/data/x"}
+    out = subprocess.run(
+        ["bash", str(ROOT / "recipes/alfworld/run_grpo_qwen3.5_2b.sh"), "--dry-run"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert out.returncode != 0 and "attn_implementation=flash_attention_2 (verl's default)" in out.stderr
+    assert "pip install flash-attn==" in out.stderr
+
+
+def test_env_kwargs_json_reaches_the_env_config(tmp_path, data_dir):
     text = '{"data_dir": "/data/web shop", "num_products": 100, "human_goals": true}'
-    config = dry_run("webshop/run_prover_qwen3.5_2b.sh", tmp_path, ENV_KWARGS=text)
+    config = dry_run("webshop/run_prover_qwen3.5_2b.sh", tmp_path, data_dir, ENV_KWARGS=text)
     assert config["env"]["kwargs"] == {"data_dir": "/data/web shop", "num_products": 100, "human_goals": True}
-    assert dry_run("webshop/run_grpo_qwen3.5_2b.sh", tmp_path)["env"]["kwargs"] == {}
+    assert dry_run("webshop/run_grpo_qwen3.5_2b.sh", tmp_path, data_dir)["env"]["kwargs"] == {}
 
 
 def test_eval_recipe_resolves_greedy_validation_of_each_checkpoint(tmp_path):
@@ -71,7 +109,7 @@ def test_eval_recipe_resolves_greedy_validation_of_each_checkpoint(tmp_path):
     for ckpt in ckpts:
         ckpt.mkdir(parents=True)
     env = {**os.environ, "MODEL_PATH": "/models/qwen", "DATA_DIR": "/data/x", "OUT": "eval_out"}
-    args = ["alfworld", f"GRPO={ckpts[0]}/", "--dry-run", f"ProVer={ckpts[1]}"]
+    args = ["alfworld", f"GRPO={ckpts[0]}/", "--dry-run", f"ProVer={ckpts[1]}", "--", SDPA]
     out = subprocess.run(
         ["bash", str(ROOT / "recipes/eval/run_eval.sh"), *args],
         capture_output=True,
@@ -85,5 +123,48 @@ def test_eval_recipe_resolves_greedy_validation_of_each_checkpoint(tmp_path):
     for name, ckpt in zip(("GRPO", "ProVer"), ckpts, strict=True):
         assert f"resume_from_path: {ckpt}\n" in out.stdout  # the trailing slash is gone
         assert f"eval_log_dir: {tmp_path / 'eval_out' / 'logs' / name}\n" in out.stdout  # absolute
+    assert out.stdout.count("attn_implementation: sdpa") == 2  # the overrides after -- reach every run
     assert out.stdout.count("val_only: true") == 2 and out.stdout.count("adv_estimator: grpo") == 2
     assert not (tmp_path / "eval_out" / "tables.md").exists()
+
+
+def test_readme_alfworld_quick_start_passes_the_checks_with_the_shipped_data(tmp_path):
+    block = (ROOT / "README.md").read_text().split("## Training with verl")[1].split("```bash\n")[1].split("```")[0]
+    lines = [line.split("  #")[0] for line in block.splitlines()]
+    data, export, check = lines[0], lines[1], lines[2]
+    assert "prover_verl.data --env alfworld" in data and check.strip().endswith("--dry-run")
+    (tmp_path / "recipes").symlink_to(ROOT / "recipes")  # the quick start runs from the repository root
+    script = f"set -e; {data}; {export}; {check} {SDPA if importlib.util.find_spec('flash_attn') is None else ''}"
+    out = subprocess.run(
+        ["bash", "-c", script],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HOME": str(tmp_path)},  # the quick start writes and reads ~/data/prover/alfworld
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "alfworld: 12 train tasks" in out.stdout  # the shipped set
+    config = yaml.safe_load(out.stdout.split("\n", 2)[2])  # after the two lines prover_verl.data prints
+    assert config["data"]["train_batch_size"] <= 12
+    assert config["data"]["train_files"] == f"{tmp_path}/data/prover/alfworld/train.parquet"
+
+
+def test_recipe_batch_larger_than_the_shipped_alfworld_set_fails_naming_the_sizes(tmp_path):
+    subprocess.run(
+        ["python3", "-m", "prover_verl.data", "--env", "alfworld", "--out", str(tmp_path / "d")],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    env = {**os.environ, "MODEL_PATH": "/models/qwen", "DATA_DIR": str(tmp_path / "d")}
+    out = subprocess.run(
+        ["bash", str(ROOT / "recipes/alfworld/run_grpo_qwen3.5_2b.sh"), "--dry-run", SDPA],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert out.returncode != 0
+    assert "hold 12 rows, fewer than one batch (data.train_batch_size=16)" in out.stderr

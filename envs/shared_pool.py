@@ -1,0 +1,119 @@
+"""One :class:`~envs.pool.EnvPool` per node, shared by every process on that node that asks for the same env.
+
+verl runs ``rollout.agent.num_workers`` agent-loop worker processes (8 by default). With a pool per process,
+``num_workers`` env processes each, the env processes (and the copies of the env's data, which every env process
+loads once) would multiply by that count. Here the pool lives in a named Ray actor, one per node, environment,
+constructor arguments and size; every process on the node reaches the same one through :class:`SharedEnvPool`.
+A node therefore runs exactly ``num_workers`` env processes, whichever number of agent-loop workers it hosts.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from typing import Any
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+import envs
+from envs.base import EnvState, StepReturn
+from envs.pool import EnvPool, ResetReturn
+
+
+class EnvPoolHost:
+    """The body of the named actor that owns a node's pool; it only forwards calls (no CPU reserved)."""
+
+    def __init__(self, env_name: str, env_target: Any, env_kwargs: dict[str, Any], pool_kwargs: dict[str, Any]):
+        envs.register_env(env_name, env_target)  # also envs registered at run time in the caller
+        self._pool = EnvPool(env_name, env_kwargs, **pool_kwargs)
+
+    async def call(self, method: str, args: tuple, kwargs: dict[str, Any]) -> Any:
+        return await getattr(self._pool, method)(*args, **kwargs)
+
+    def stats(self) -> dict[str, Any]:
+        return self._pool.stats()
+
+    def shutdown(self) -> None:
+        self._pool.shutdown()
+
+
+def shared_pool_name(env_name: str, env_kwargs: dict[str, Any], num_workers: int, node_id: str) -> str:
+    """The Ray actor name of the node's pool: equal for equal env, constructor arguments, size and node."""
+    digest = zlib.crc32(json.dumps(env_kwargs, sort_keys=True, default=str).encode())
+    return f"prover_env_pool:{env_name}:{digest:08x}:{num_workers}:{node_id}"
+
+
+class SharedEnvPool:
+    """The async API of :class:`~envs.pool.EnvPool` on the node's shared pool (created by the first caller).
+
+    Args:
+        env_name: Registered environment name.
+        env_kwargs: Constructor arguments of the environment.
+        num_workers: Env worker processes of the node's pool.
+        node_id: Ray node to place the pool on (default: this process's node).
+        **pool_kwargs: Further :class:`~envs.pool.EnvPool` arguments (``call_timeout_s``, ``start_timeout_s``, ...).
+    """
+
+    def __init__(
+        self,
+        env_name: str,
+        env_kwargs: dict[str, Any] | None = None,
+        num_workers: int = 2,
+        node_id: str | None = None,
+        **pool_kwargs: Any,
+    ):
+        if env_name not in envs.env_names():
+            raise ValueError(f"unknown environment '{env_name}'; registered: {', '.join(envs.env_names())}")
+        if not ray.is_initialized():
+            ray.init(include_dashboard=False)
+        self.env_name = env_name
+        env_kwargs = dict(env_kwargs or {})
+        node_id = node_id or ray.get_runtime_context().get_node_id()
+        self.name = shared_pool_name(env_name, env_kwargs, num_workers, node_id)
+        self._host = (
+            ray.remote(EnvPoolHost)
+            .options(
+                name=self.name,
+                get_if_exists=True,  # the first process on the node creates it, the others attach
+                num_cpus=0,
+                max_restarts=0,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+            )
+            .remote(env_name, envs._REGISTRY[env_name], env_kwargs, {**pool_kwargs, "num_workers": num_workers})
+        )
+
+    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return await self._host.call.remote(method, args, kwargs)
+
+    async def reset(self, episode_id: str | None = None, *, task_id: str | None = None, seed=None) -> ResetReturn:
+        """See :meth:`envs.pool.EnvPool.reset`."""
+        return await self._call("reset", episode_id, task_id=task_id, seed=seed)
+
+    async def step(self, episode_id: str, action: str) -> StepReturn:
+        """See :meth:`envs.pool.EnvPool.step`."""
+        return await self._call("step", episode_id, action)
+
+    async def snapshot(self, episode_id: str) -> EnvState:
+        """See :meth:`envs.pool.EnvPool.snapshot`."""
+        return await self._call("snapshot", episode_id)
+
+    async def restore(self, state: EnvState, episode_id: str | None = None) -> ResetReturn:
+        """See :meth:`envs.pool.EnvPool.restore`."""
+        return await self._call("restore", state, episode_id)
+
+    async def close(self, episode_id: str) -> None:
+        """See :meth:`envs.pool.EnvPool.close`."""
+        return await self._call("close", episode_id)
+
+    async def stats(self) -> dict[str, Any]:
+        """The shared pool's counters (all processes' calls together)."""
+        return await self._host.stats.remote()
+
+    def shutdown(self) -> None:
+        """Stop the node's pool for every process that shares it."""
+        ray.get(self._host.shutdown.remote())
+        ray.kill(self._host, no_restart=True)
+
+
+__all__ = ["SharedEnvPool", "shared_pool_name"]
