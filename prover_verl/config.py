@@ -147,6 +147,40 @@ class ProverConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class GiGPOConfig:
+    """GiGPO's knobs (``algorithm.gigpo``); defaults are those of the GiGPO paper's released scripts.
+
+    Attributes:
+        gamma: Discount of the step-level returns, in (0, 1] (verl-agent: ``algorithm.gamma=0.95``).
+        step_weight: ``omega``, weight of the step-level advantage, >= 0 (verl-agent: ``step_advantage_w=1.0``).
+        norm_by_std: Std normalisation at the episode and the step level (verl-agent's ``mode=mean_std_norm``;
+            false: ``mean_norm``).
+    """
+
+    gamma: float = 0.95
+    step_weight: float = 1.0
+    norm_by_std: bool = True
+
+    def __post_init__(self):
+        p = "algorithm.gigpo"
+        _check(_is_number(self.gamma) and 0 < self.gamma <= 1, "gamma", self.gamma, "a number in (0, 1]", p)
+        _check(
+            _is_number(self.step_weight) and self.step_weight >= 0, "step_weight", self.step_weight, "a number >= 0", p
+        )
+        _check(isinstance(self.norm_by_std, bool), "norm_by_std", self.norm_by_std, "true or false", p)
+
+    @classmethod
+    def from_algorithm_config(cls, algorithm: Any) -> GiGPOConfig:
+        """Build from verl's ``algorithm`` config (``algorithm.gigpo``; may be absent); unknown keys fail."""
+        if algorithm is None:
+            return cls()
+        gigpo = algorithm.get("gigpo") if hasattr(algorithm, "get") else getattr(algorithm, "gigpo", None)
+        values = _to_dict(gigpo)
+        _reject_unknown(values, cls, "algorithm.gigpo")
+        return cls(**values)
+
+
+@dataclasses.dataclass(frozen=True)
 class EnvConfig:
     """The environment the ProVer agent loop plays (top-level ``env`` section of the training config).
 

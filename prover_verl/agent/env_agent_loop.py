@@ -29,7 +29,10 @@ from prover_verl.agent.episode import Conversation, Episode, PlayResult, TurnMar
 from prover_verl.agent.group import GroupRendezvous, GroupResult
 from prover_verl.config import EnvConfig, ProverConfig
 from prover_verl.core import SegmentCredit, credit_tensor, segment_token_span
+from prover_verl.core.gigpo import turn_fields
 from prover_verl.credit_channel import CREDIT_FIELD
+from prover_verl.gigpo import NAME as GIGPO
+from prover_verl.gigpo import STATE_FIELD, TURNS_FIELD
 from prover_verl.judge.llm import make_judge
 from prover_verl.metrics import FIELD_PREFIX, STAT_KEYS
 from prover_verl.verify import Continuation, VerificationError, verify_segment
@@ -71,11 +74,15 @@ class ProverAgentLoopOutput(AgentLoopOutput):
 
     prover_credit: list[float] | None = None
     prover_stats: dict[str, float] = {}
+    # GiGPO's turn record (adv_estimator=gigpo only), per response token: see prover_verl.core.gigpo.turn_fields
+    gigpo_fields: dict[str, list[int]] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         output = super().as_dict()
         credit = output.pop("prover_credit", None)
         stats = output.pop("prover_stats", {})
+        for name, values in (output.pop("gigpo_fields", None) or {}).items():
+            output[name] = torch.tensor(values, dtype=torch.int64)
         length = output["responses"].size(0)
         output[CREDIT_FIELD] = torch.tensor(credit if credit is not None else [0.0] * length, dtype=torch.float32)
         for key in STAT_KEYS:  # every row carries every counter: verl stacks rows by the first row's keys
@@ -97,6 +104,7 @@ class EnvAgentLoop(AgentLoopBase):
         self.env_config = EnvConfig.from_mapping(self.config.get("env"))
         self.prover = ProverConfig.from_algorithm_config(self.config.algorithm)
         self.use_prover = self.config.algorithm.adv_estimator == "prover"
+        self.use_gigpo = self.config.algorithm.adv_estimator == GIGPO
         self.response_length = self.rollout_config.response_length
         self.group_size = self.rollout_config.n
 
@@ -361,7 +369,23 @@ class EnvAgentLoop(AgentLoopBase):
             },
             prover_credit=credit,
             prover_stats=stats,
+            gigpo_fields=_gigpo_fields(episode, length) if self.use_gigpo else None,
         )
+
+
+def state_key(mark: TurnMark) -> int:
+    """GiGPO's key of the state a turn acted in: the env snapshot's fingerprint as a non-zero 60-bit integer.
+
+    Exact state identity (:meth:`envs.base.EnvState.fingerprint`), not observation text: two states that render
+    alike are not merged, and a state is recognised however it is rendered.
+    """
+    return int(mark.state.fingerprint()[:15], 16) or 1
+
+
+def _gigpo_fields(episode: Episode, length: int) -> dict[str, list[int]]:
+    """Per response token: turns left in the episode and the key of the state of its turn (0 off turns)."""
+    turns_left, keys = turn_fields(episode.turn_spans(), [state_key(m) for m in episode.result.marks], length)
+    return {TURNS_FIELD: turns_left, STATE_FIELD: keys}
 
 
 def _track_policy_version(result: PlayResult, extra_fields: dict[str, Any]) -> None:
