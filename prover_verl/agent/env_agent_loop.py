@@ -28,14 +28,15 @@ from prover_verl.agent.adapters import PromptAdapter, make_adapter
 from prover_verl.agent.episode import Conversation, Episode, PlayResult, TurnMark
 from prover_verl.agent.group import GroupRendezvous, GroupResult
 from prover_verl.config import EnvConfig, ProverConfig
-from prover_verl.core import SegmentCredit, credit_tensor, segment_token_span
+from prover_verl.core import FixedCredit, SegmentCredit, credit_tensor, segment_token_span
 from prover_verl.core.gigpo import turn_fields
 from prover_verl.credit_channel import CREDIT_FIELD
 from prover_verl.gigpo import NAME as GIGPO
 from prover_verl.gigpo import STATE_FIELD, TURNS_FIELD
 from prover_verl.judge.llm import make_judge
+from prover_verl.judge.random_segment import RandomSegmentJudge
 from prover_verl.metrics import FIELD_PREFIX, STAT_KEYS
-from prover_verl.verify import Continuation, VerificationError, verify_segment
+from prover_verl.verify import Continuation, VerificationError, verify_segment, verify_turns
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
@@ -282,18 +283,24 @@ class EnvAgentLoop(AgentLoopBase):
         if not self._take_budget(int(kwargs.get("global_steps", -1))):
             stats["skipped_budget"] = 1.0
             return group
-        judge = make_judge(
-            self.prover.judge,
-            self.prover.segment_side,
-            server_manager=self.server_manager,
-            tokenizer=self.tokenizer,
-            chat_template_kwargs=self.apply_chat_template_kwargs,
-            seed=zlib.crc32(str(kwargs.get("uid")).encode()),  # the group's pair draw is reproducible
-        )
+        seed = zlib.crc32(str(kwargs.get("uid")).encode())  # the group's pair draw is reproducible
+        if self.prover.ablation in ("random_segment", "every_turn"):  # ablations: no judge
+            judge = RandomSegmentJudge(self.prover.segment_side, seed=seed)
+        else:
+            judge = make_judge(
+                self.prover.judge,
+                self.prover.segment_side,
+                server_manager=self.server_manager,
+                tokenizer=self.tokenizer,
+                chat_template_kwargs=self.apply_chat_template_kwargs,
+                seed=seed,
+            )
         proposal, status = await judge.propose(trajectories)
         stats[f"judge_{status}"] = 1.0
         if proposal is None:
             return group
+        if self.prover.ablation != "none":
+            return await self._ablate(episodes[proposal.traj_id], proposal, group, pool, adapter, sampling_params)
 
         episode = episodes[proposal.traj_id]
         try:
@@ -334,6 +341,54 @@ class EnvAgentLoop(AgentLoopBase):
             verification.before.rate,
             verification.after.rate,
         )
+        return group
+
+    async def _ablate(
+        self, episode: Episode, proposal, group: GroupResult, pool, adapter: PromptAdapter, sampling_params: dict
+    ) -> GroupResult:
+        """ProVer's ablations (``algorithm.prover.ablation``) on the proposal's trajectory.
+
+        ``judge_only``: the proposal credited with ``judge_only_estimate``, unverified. ``random_segment``: the
+        (random) proposal verified as usual. ``every_turn``: every turn of that trajectory verified on its own.
+        """
+        stats, ablation = group.stats, self.prover.ablation
+        spans = episode.turn_spans()
+        if ablation == "judge_only":
+            start, end = segment_token_span(spans, proposal.start_turn, proposal.end_turn)
+            value = self.prover.judge_only_estimate
+            group.credits[proposal.traj_id] = [FixedCredit(proposal.traj_id, start, end, value)]
+            stats.update(positive=1.0, credit_sum=value)
+            return group
+        play = lambda turn, _i: self._continue_from(episode, turn, pool, adapter, sampling_params)  # noqa: E731
+        if ablation == "random_segment":
+            turns = [(proposal.start_turn, proposal.end_turn)]
+            run = verify_segment(proposal, episode.num_turns, episode.result.won, self.prover.k, play)
+        else:
+            turns = [(t, t) for t in range(episode.num_turns)]
+            run = verify_turns(episode.num_turns, episode.result.won, self.prover.k, play)
+        try:
+            result = await asyncio.wait_for(run, timeout=self.prover.verify_timeout_s)
+        except (TimeoutError, asyncio.TimeoutError):
+            stats["verify_timeout"] = 1.0
+            return group
+        except VerificationError as err:
+            logger.warning("%s", err)
+            stats["verify_failed"] = 1.0
+            return group
+        verifications = result if isinstance(result, list) else [result]
+        segments = []
+        for (first, last), verification in zip(turns, verifications, strict=True):
+            stats["verified"] = stats.get("verified", 0.0) + 1.0  # per verified segment, as the rates read it
+            stats["estimate_sum"] = stats.get("estimate_sum", 0.0) + verification.estimate
+            stats["verify_env_steps"] = stats.get("verify_env_steps", 0.0) + verification.env_steps
+            stats["verify_gen_tokens"] = stats.get("verify_gen_tokens", 0.0) + verification.gen_tokens
+            if verification.estimate > self.prover.min_estimate:
+                stats["positive"] = stats.get("positive", 0.0) + 1.0
+                stats["credit_sum"] = stats.get("credit_sum", 0.0) + verification.estimate
+                start, end = segment_token_span(spans, first, last)
+                segments.append(SegmentCredit(proposal.traj_id, start, end, verification.before, verification.after))
+        if segments:
+            group.credits[proposal.traj_id] = segments
         return group
 
     def _output(self, episode: Episode, group: GroupResult, verify: bool) -> ProverAgentLoopOutput:

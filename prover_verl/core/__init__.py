@@ -3,12 +3,13 @@
 Nothing here imports verl; these functions are what the verl estimator, the CPU demo and the tests share.
 """
 
-from prover_verl.core.credit import ForkOutcome, SegmentCredit, credit_tensor, merge_credit
+from prover_verl.core.credit import FixedCredit, ForkOutcome, SegmentCredit, credit_tensor, merge_credit
 from prover_verl.core.gigpo import gigpo_advantage
 from prover_verl.core.grpo import group_outcome_advantage
 from prover_verl.core.spans import segment_token_span
 
 __all__ = [
+    "FixedCredit",
     "ForkOutcome",
     "SegmentCredit",
     "credit_tensor",
