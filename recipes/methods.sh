@@ -31,7 +31,6 @@ fi
 if [ "$ESTIMATOR" = gae ]; then
   METHOD_ARGS+=(
     critic.model.path="$MODEL_PATH"
-    critic.optim.lr=1e-5
     critic.ppo_micro_batch_size_per_gpu="$MICRO"
   )
 fi
