@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import hashlib
 from typing import Any
 
 import gymnasium as gym
@@ -32,6 +33,15 @@ class EnvState:
     task_id: str
     step_count: int
     payload: Any
+
+    def fingerprint(self) -> str:
+        """Identity of the state itself: equal for equal ``(env_name, task_id, payload)``, in any process.
+
+        ``step_count`` is left out, so a state reached again later (a WebShop page revisited) is the same state;
+        where the payload is a history (ALFWorld's actions, Search-QA's dialogue) equal fingerprints mean equal
+        histories. Payloads are plain tuples/dicts/strings/numbers, whose ``repr`` is deterministic.
+        """
+        return hashlib.sha256(repr((self.env_name, self.task_id, self.payload)).encode()).hexdigest()
 
 
 class TextEnv(gym.Env, abc.ABC):

@@ -12,6 +12,9 @@ from omegaconf import DictConfig, OmegaConf
 
 PREFIX = "algorithm.prover"
 SEGMENT_SIDES = ("success", "failure", "any")
+# none: ProVer; judge_only: the judge's segment credited unverified with judge_only_estimate; random_segment: a
+# random segment, verified; every_turn: every turn of the pair's trajectory verified (exhaustive)
+ABLATIONS = ("none", "judge_only", "random_segment", "every_turn")
 JUDGE_TYPES = ("policy", "openai", "heuristic")
 
 
@@ -65,6 +68,10 @@ class ProverConfig:
         max_continuation_turns: Most turns one continuation may take (None: up to the env's own limit).
         verify_timeout_s: Wall-clock budget of one group's verification; past it the group keeps plain GRPO
             and is counted in the metrics.
+        ablation: ``none`` (ProVer), or one of the ablations (docs/method.md): ``judge_only`` credits the judge's
+            segment without verifying it, ``random_segment`` verifies a random segment instead of the judge's,
+            ``every_turn`` verifies every turn of the pair's trajectory (on ``segment_side``).
+        judge_only_estimate: The fixed estimate a ``judge_only`` segment is credited with, in (0, 1].
         judge: The judge's settings.
     """
 
@@ -75,6 +82,8 @@ class ProverConfig:
     max_segments_per_step: int = -1
     max_continuation_turns: int | None = None
     verify_timeout_s: float = 900.0
+    ablation: str = "none"
+    judge_only_estimate: float = 1.0
     judge: JudgeConfig = dataclasses.field(default_factory=JudgeConfig)
 
     def __post_init__(self):
@@ -106,6 +115,25 @@ class ProverConfig:
             "verify_timeout_s",
             self.verify_timeout_s,
             "a number > 0",
+        )
+        _check(self.ablation in ABLATIONS, "ablation", self.ablation, f"one of {ABLATIONS}")
+        _check(
+            _is_number(self.judge_only_estimate) and 0 < self.judge_only_estimate <= 1,
+            "judge_only_estimate",
+            self.judge_only_estimate,
+            "a number in (0, 1]",
+        )
+        _check(
+            self.ablation == "judge_only" or self.judge_only_estimate == 1.0,
+            "judge_only_estimate",
+            self.judge_only_estimate,
+            "left at 1.0 unless ablation=judge_only (it is used by no other mode)",
+        )
+        _check(
+            self.judge_only_estimate > self.min_estimate,
+            "judge_only_estimate",
+            self.judge_only_estimate,
+            f"above min_estimate={self.min_estimate} (else nothing is ever credited)",
         )
         j = self.judge
         _check(j.type in JUDGE_TYPES, "judge.type", j.type, f"one of {JUDGE_TYPES}")
@@ -144,6 +172,40 @@ class ProverConfig:
             return cls()
         prover = algorithm.get("prover") if hasattr(algorithm, "get") else getattr(algorithm, "prover", None)
         return cls.from_mapping(prover)
+
+
+@dataclasses.dataclass(frozen=True)
+class GiGPOConfig:
+    """GiGPO's knobs (``algorithm.gigpo``); defaults are those of the GiGPO paper's released scripts.
+
+    Attributes:
+        gamma: Discount of the step-level returns, in (0, 1] (verl-agent: ``algorithm.gamma=0.95``).
+        step_weight: ``omega``, weight of the step-level advantage, >= 0 (verl-agent: ``step_advantage_w=1.0``).
+        norm_by_std: Std normalisation at the episode and the step level (verl-agent's ``mode=mean_std_norm``;
+            false: ``mean_norm``).
+    """
+
+    gamma: float = 0.95
+    step_weight: float = 1.0
+    norm_by_std: bool = True
+
+    def __post_init__(self):
+        p = "algorithm.gigpo"
+        _check(_is_number(self.gamma) and 0 < self.gamma <= 1, "gamma", self.gamma, "a number in (0, 1]", p)
+        _check(
+            _is_number(self.step_weight) and self.step_weight >= 0, "step_weight", self.step_weight, "a number >= 0", p
+        )
+        _check(isinstance(self.norm_by_std, bool), "norm_by_std", self.norm_by_std, "true or false", p)
+
+    @classmethod
+    def from_algorithm_config(cls, algorithm: Any) -> GiGPOConfig:
+        """Build from verl's ``algorithm`` config (``algorithm.gigpo``; may be absent); unknown keys fail."""
+        if algorithm is None:
+            return cls()
+        gigpo = algorithm.get("gigpo") if hasattr(algorithm, "get") else getattr(algorithm, "gigpo", None)
+        values = _to_dict(gigpo)
+        _reject_unknown(values, cls, "algorithm.gigpo")
+        return cls(**values)
 
 
 @dataclasses.dataclass(frozen=True)

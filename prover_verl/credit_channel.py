@@ -1,11 +1,12 @@
-"""How the verifier's per-token credit reaches the ``prover`` estimator inside verl's dispatcher.
+"""How per-token batch fields reach an estimator inside verl's dispatcher: ProVer's credit, GiGPO's steps.
 
 verl's ``compute_advantage`` hands a registered estimator only ``token_level_rewards``, ``response_mask``,
 ``index`` and ``config``: no other batch field. The batch carries ProVer's credit as the per-token field
-``prover_credit`` (written by the agent loop, fetched with the batch by the ProVer trainer); the trainer binds
-that tensor here for the duration of the ``compute_advantage`` call, and the estimator reads it back. A
-context variable keeps concurrent calls (threads, asyncio tasks) apart, and the estimator refuses to run with
-nothing bound, so ProVer can never silently degrade to GRPO.
+``prover_credit`` (and GiGPO's per-turn state keys as ``gigpo_*`` fields), written by the agent loop and fetched
+with the batch by the ``prover_sync`` trainer; the trainer binds those tensors here for the duration of the
+``compute_advantage`` call, and the estimator reads them back. A context variable keeps concurrent calls
+(threads, asyncio tasks) apart, and an estimator refuses to run with nothing bound, so ProVer or GiGPO can never
+silently degrade to GRPO.
 """
 
 from __future__ import annotations
@@ -19,19 +20,50 @@ import torch
 
 CREDIT_FIELD = "prover_credit"
 
-_credit: contextvars.ContextVar[torch.Tensor | None] = contextvars.ContextVar("prover_credit", default=None)
+_fields: contextvars.ContextVar[dict[str, torch.Tensor] | None] = contextvars.ContextVar(
+    "prover_batch_fields", default=None
+)
+
+
+@contextlib.contextmanager
+def bind_fields(**fields: torch.Tensor) -> Iterator[dict[str, torch.Tensor]]:
+    """Make per-token batch fields (each ``(bs, response_length)``, rows in batch order) visible to the estimator."""
+    for name, value in fields.items():
+        if not isinstance(value, torch.Tensor) or value.dim() != 2:
+            raise ValueError(f"{name} must be a 2-D tensor (bs, response_length), got {value!r:.80}")
+    token = _fields.set(dict(fields))
+    try:
+        yield fields
+    finally:
+        _fields.reset(token)
 
 
 @contextlib.contextmanager
 def bind_credit(credit: torch.Tensor) -> Iterator[torch.Tensor]:
-    """Make ``credit`` (``(bs, response_length)``, rows in batch order) visible to the estimator."""
-    if not isinstance(credit, torch.Tensor) or credit.dim() != 2:
-        raise ValueError(f"{CREDIT_FIELD} must be a 2-D tensor (bs, response_length), got {credit!r:.80}")
-    token = _credit.set(credit)
-    try:
+    """Make ``credit`` (``(bs, response_length)``, rows in batch order) visible to the ``prover`` estimator."""
+    with bind_fields(**{CREDIT_FIELD: credit}):
         yield credit
-    finally:
-        _credit.reset(token)
+
+
+def bound_field(name: str, estimator: str, description: str) -> torch.Tensor:
+    """Return the field ``name`` bound by :func:`bind_fields` for ``algorithm.adv_estimator=estimator``.
+
+    Args:
+        name: The batch field.
+        estimator: The estimator asking (named in the error).
+        description: What the field holds, for the error (e.g. "ProVer credit").
+
+    Raises:
+        RuntimeError: nothing (or not that field) is bound: the estimator runs without the ``prover_sync`` trainer.
+    """
+    fields = _fields.get() or {}
+    if name not in fields:
+        raise RuntimeError(
+            f"algorithm.adv_estimator={estimator} found no {description} ('{name}') for this batch. It comes from the "
+            "ProVer agent loop and is bound by the ProVer trainer (trainer.v1.trainer_mode=prover_sync); "
+            "to train plain GRPO set algorithm.adv_estimator=grpo."
+        )
+    return fields[name]
 
 
 def check_credit(credit: torch.Tensor, response_mask: torch.Tensor, policy_tokens_only: bool = True) -> None:
@@ -84,11 +116,4 @@ def bound_credit() -> torch.Tensor:
     Raises:
         RuntimeError: nothing is bound (``adv_estimator=prover`` used without the ProVer trainer).
     """
-    credit = _credit.get()
-    if credit is None:
-        raise RuntimeError(
-            "algorithm.adv_estimator=prover found no ProVer credit for this batch. The credit comes from the "
-            "ProVer agent loop and is bound by the ProVer trainer (trainer.v1.trainer_mode=prover_sync); "
-            "to train plain GRPO set algorithm.adv_estimator=grpo."
-        )
-    return credit
+    return bound_field(CREDIT_FIELD, "prover", "ProVer credit")

@@ -13,13 +13,13 @@ import sys
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from prover_verl.config import EnvConfig, ProverConfig
+from prover_verl.config import EnvConfig, GiGPOConfig, ProverConfig
 from prover_verl.preflight import check_attention, check_train_set
 
 
 def check_config(config: DictConfig) -> None:
-    """Fail fast, naming the key, on a bad ``algorithm.prover`` or ``env`` section, an unknown estimator, or an
-    attention implementation whose package is not installed, or a train set smaller than one batch.
+    """Fail fast, naming the key, on a bad ``algorithm.prover``, ``algorithm.gigpo`` or ``env`` section, an unknown
+    estimator, an attention implementation whose package is not installed, or a train set smaller than one batch.
 
     ``env.kwargs`` given as JSON text (how the recipes pass ``ENV_KWARGS``) is replaced by the parsed mapping,
     so every process and the dry run see the mapping.
@@ -28,6 +28,7 @@ def check_config(config: DictConfig) -> None:
     from verl.trainer.ppo.v1 import get_trainer_cls
 
     prover = ProverConfig.from_algorithm_config(config.algorithm)
+    GiGPOConfig.from_algorithm_config(config.algorithm)
     if config.algorithm.adv_estimator == "prover" and prover.judge.type == "openai":
         from prover_verl.judge.llm import api_key
 
@@ -37,8 +38,9 @@ def check_config(config: DictConfig) -> None:
         config.env.kwargs = env.kwargs
     get_adv_estimator_fn(config.algorithm.adv_estimator)
     get_trainer_cls(config.trainer.v1.trainer_mode)
-    if config.algorithm.adv_estimator == "prover" and config.trainer.v1.trainer_mode != "prover_sync":
-        raise ValueError("algorithm.adv_estimator=prover needs trainer.v1.trainer_mode=prover_sync")
+    estimator = config.algorithm.adv_estimator
+    if estimator in ("prover", "gigpo") and config.trainer.v1.trainer_mode != "prover_sync":
+        raise ValueError(f"algorithm.adv_estimator={estimator} needs trainer.v1.trainer_mode=prover_sync")
     check_attention(config)
     check_train_set(config)
 

@@ -1,9 +1,10 @@
-"""verl v1 trainer mode ``prover_sync``: verl's synchronous PPO trainer with ProVer's credit bound to the
-advantage computation.
+"""verl v1 trainer mode ``prover_sync``: verl's synchronous PPO trainer with ProVer's credit (or GiGPO's turn
+record) bound to the advantage computation.
 
 Propose and verify already ran inside the rollout (see :mod:`prover_verl.agent.env_agent_loop`), while the
 replicas were awake; the batch holds each row's ``prover_credit``. This trainer fetches it with the batch,
 logs the ProVer counters, and binds it for the ``prover`` estimator during verl's own ``_compute_advantage``.
+With ``adv_estimator=gigpo`` it fetches and binds the per-token ``gigpo_*`` fields the same way.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ import transfer_queue as tq
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
-from prover_verl.credit_channel import CREDIT_FIELD, bind_credit, check_credit, whole_groups
+from prover_verl.credit_channel import CREDIT_FIELD, bind_credit, bind_fields, check_credit, whole_groups
 from prover_verl.estimator import NAME as ESTIMATOR
+from prover_verl.gigpo import FIELDS as GIGPO_FIELDS
+from prover_verl.gigpo import NAME as GIGPO
 from prover_verl.metrics import stat_fields, summarize
 
 TRAINER_MODE = "prover_sync"
@@ -38,14 +41,17 @@ class ProverTrainerSync(PPOTrainerSync):
             raise ValueError(f"{type(self).__name__} runs trainer.v1.trainer_mode={TRAINER_MODE}, not {value!r}")
 
     def _compute_advantage(self, batch, metrics: dict):
-        if self.config.algorithm.adv_estimator != ESTIMATOR:
+        estimator = self.config.algorithm.adv_estimator
+        if estimator == GIGPO:
+            return self._compute_gigpo_advantage(batch, metrics)
+        if estimator != ESTIMATOR:
             return super()._compute_advantage(batch, metrics)
         fields = ["uid", CREDIT_FIELD, "response_mask", *stat_fields()]
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
         padded = data.to_padded_tensor()  # same rows and padding as the fetch in verl's _compute_advantage
         # verl pads a batch to a divisible size with copies of its first row (response_mask zeroed): the copies
         # must carry neither its credit nor its counters
-        real = torch.tensor([not tag.get("is_padding", False) for tag in batch.tags], dtype=torch.bool)
+        real = _real_rows(batch)
         credit = padded[CREDIT_FIELD].float() * real.unsqueeze(-1)
         check_credit(credit, padded["response_mask"])
         metrics.update(summarize({key: padded[key] * real for key in stat_fields()}))
@@ -56,3 +62,17 @@ class ProverTrainerSync(PPOTrainerSync):
         credit = credit * whole.unsqueeze(-1)
         with bind_credit(credit):
             return super()._compute_advantage(batch, metrics)
+
+    def _compute_gigpo_advantage(self, batch, metrics: dict):
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=list(GIGPO_FIELDS))
+        padded = data.to_padded_tensor()
+        # padding rows copy the first row's turns: left in, they would join its anchor groups
+        real = _real_rows(batch).unsqueeze(-1)
+        fields = {name: padded[name].long() * real for name in GIGPO_FIELDS}
+        with bind_fields(**fields):
+            return super()._compute_advantage(batch, metrics)
+
+
+def _real_rows(batch) -> torch.Tensor:
+    """``(bs,)`` bool, false for the copies of the first row verl pads a batch with (tagged ``is_padding``)."""
+    return torch.tensor([not tag.get("is_padding", False) for tag in batch.tags], dtype=torch.bool)

@@ -49,6 +49,8 @@ case "$MODEL_SIZE" in
   4B) MICRO=2; TP=1; TOKENS_PER_GPU=12288 ;;
   *) echo "unknown MODEL_SIZE=$MODEL_SIZE" >&2; exit 2 ;;
 esac
+# Baselines (GiGPO, RLOO, PPO) and ProVer ablation flags: per-method settings in recipes/methods.sh.
+source "$(dirname "${BASH_SOURCE[0]}")/methods.sh"
 
 exec python3 -m prover_verl.main \
   dry_run="$DRY_RUN" \

@@ -10,6 +10,7 @@ def test_prover_defaults_are_the_documented_ones():
     config = ProverConfig.from_algorithm_config(OmegaConf.create({"adv_estimator": "prover"}))
     assert (config.k, config.coef, config.min_estimate, config.segment_side) == (2, 2.0, 0.0, "success")
     assert config.judge.type == "policy"
+    assert (config.ablation, config.judge_only_estimate) == ("none", 1.0)
 
 
 @pytest.mark.parametrize(
@@ -25,6 +26,11 @@ def test_prover_defaults_are_the_documented_ones():
         ({"judge": {"max_retries": -1}}, "algorithm.prover.judge.max_retries must be an integer >= 0"),
         ({"judge": {"type": "gpt"}}, "algorithm.prover.judge.type must be one of"),
         ({"judge": {"max_prompt_chars": 500}}, "algorithm.prover.judge.max_prompt_chars must be null or an integer"),
+        ({"ablation": "judge"}, "algorithm.prover.ablation must be one of"),
+        ({"ablation": "judge_only", "judge_only_estimate": 0.0}, r"judge_only_estimate must be a number in \(0, 1\]"),
+        ({"ablation": "judge_only", "judge_only_estimate": 1.5}, r"judge_only_estimate must be a number in \(0, 1\]"),
+        ({"judge_only_estimate": 0.5}, "judge_only_estimate must be left at 1.0 unless ablation=judge_only"),
+        ({"ablation": "judge_only", "judge_only_estimate": 0.5, "min_estimate": 0.5}, "above min_estimate"),
     ],
 )
 def test_bad_prover_values_name_the_key(values, message):

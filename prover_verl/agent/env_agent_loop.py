@@ -28,11 +28,15 @@ from prover_verl.agent.adapters import PromptAdapter, make_adapter
 from prover_verl.agent.episode import Conversation, Episode, PlayResult, TurnMark
 from prover_verl.agent.group import GroupRendezvous, GroupResult
 from prover_verl.config import EnvConfig, ProverConfig
-from prover_verl.core import SegmentCredit, credit_tensor, segment_token_span
+from prover_verl.core import FixedCredit, SegmentCredit, credit_tensor, segment_token_span
+from prover_verl.core.gigpo import turn_fields
 from prover_verl.credit_channel import CREDIT_FIELD
+from prover_verl.gigpo import NAME as GIGPO
+from prover_verl.gigpo import STATE_FIELD, TURNS_FIELD
 from prover_verl.judge.llm import make_judge
+from prover_verl.judge.random_segment import RandomSegmentJudge
 from prover_verl.metrics import FIELD_PREFIX, STAT_KEYS
-from prover_verl.verify import Continuation, VerificationError, verify_segment
+from prover_verl.verify import Continuation, VerificationError, verify_segment, verify_turns
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
@@ -78,11 +82,15 @@ class ProverAgentLoopOutput(AgentLoopOutput):
 
     prover_credit: list[float] | None = None
     prover_stats: dict[str, float] = {}
+    # GiGPO's turn record (adv_estimator=gigpo only), per response token: see prover_verl.core.gigpo.turn_fields
+    gigpo_fields: dict[str, list[int]] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         output = super().as_dict()
         credit = output.pop("prover_credit", None)
         stats = output.pop("prover_stats", {})
+        for name, values in (output.pop("gigpo_fields", None) or {}).items():
+            output[name] = torch.tensor(values, dtype=torch.int64)
         length = output["responses"].size(0)
         output[CREDIT_FIELD] = torch.tensor(credit if credit is not None else [0.0] * length, dtype=torch.float32)
         for key in STAT_KEYS:  # every row carries every counter: verl stacks rows by the first row's keys
@@ -104,6 +112,7 @@ class EnvAgentLoop(AgentLoopBase):
         self.env_config = EnvConfig.from_mapping(self.config.get("env"))
         self.prover = ProverConfig.from_algorithm_config(self.config.algorithm)
         self.use_prover = self.config.algorithm.adv_estimator == "prover"
+        self.use_gigpo = self.config.algorithm.adv_estimator == GIGPO
         self.response_length = self.rollout_config.response_length
         self.group_size = self.rollout_config.n
 
@@ -281,18 +290,24 @@ class EnvAgentLoop(AgentLoopBase):
         if not self._take_budget(int(kwargs.get("global_steps", -1))):
             stats["skipped_budget"] = 1.0
             return group
-        judge = make_judge(
-            self.prover.judge,
-            self.prover.segment_side,
-            server_manager=self.server_manager,
-            tokenizer=self.tokenizer,
-            chat_template_kwargs=self.apply_chat_template_kwargs,
-            seed=zlib.crc32(str(kwargs.get("uid")).encode()),  # the group's pair draw is reproducible
-        )
+        seed = zlib.crc32(str(kwargs.get("uid")).encode())  # the group's pair draw is reproducible
+        if self.prover.ablation in ("random_segment", "every_turn"):  # ablations: no judge
+            judge = RandomSegmentJudge(self.prover.segment_side, seed=seed)
+        else:
+            judge = make_judge(
+                self.prover.judge,
+                self.prover.segment_side,
+                server_manager=self.server_manager,
+                tokenizer=self.tokenizer,
+                chat_template_kwargs=self.apply_chat_template_kwargs,
+                seed=seed,
+            )
         proposal, status = await judge.propose(trajectories)
         stats[f"judge_{status}"] = 1.0
         if proposal is None:
             return group
+        if self.prover.ablation != "none":
+            return await self._ablate(episodes[proposal.traj_id], proposal, group, pool, adapter, sampling_params)
 
         episode = episodes[proposal.traj_id]
         try:
@@ -335,6 +350,54 @@ class EnvAgentLoop(AgentLoopBase):
         )
         return group
 
+    async def _ablate(
+        self, episode: Episode, proposal, group: GroupResult, pool, adapter: PromptAdapter, sampling_params: dict
+    ) -> GroupResult:
+        """ProVer's ablations (``algorithm.prover.ablation``) on the proposal's trajectory.
+
+        ``judge_only``: the proposal credited with ``judge_only_estimate``, unverified. ``random_segment``: the
+        (random) proposal verified as usual. ``every_turn``: every turn of that trajectory verified on its own.
+        """
+        stats, ablation = group.stats, self.prover.ablation
+        spans = episode.turn_spans()
+        if ablation == "judge_only":
+            start, end = segment_token_span(spans, proposal.start_turn, proposal.end_turn)
+            value = self.prover.judge_only_estimate
+            group.credits[proposal.traj_id] = [FixedCredit(proposal.traj_id, start, end, value)]
+            stats.update(positive=1.0, credit_sum=value)
+            return group
+        play = lambda turn, _i: self._continue_from(episode, turn, pool, adapter, sampling_params)  # noqa: E731
+        if ablation == "random_segment":
+            turns = [(proposal.start_turn, proposal.end_turn)]
+            run = verify_segment(proposal, episode.num_turns, episode.result.won, self.prover.k, play)
+        else:
+            turns = [(t, t) for t in range(episode.num_turns)]
+            run = verify_turns(episode.num_turns, episode.result.won, self.prover.k, play)
+        try:
+            result = await asyncio.wait_for(run, timeout=self.prover.verify_timeout_s)
+        except (TimeoutError, asyncio.TimeoutError):
+            stats["verify_timeout"] = 1.0
+            return group
+        except VerificationError as err:
+            logger.warning("%s", err)
+            stats["verify_failed"] = 1.0
+            return group
+        verifications = result if isinstance(result, list) else [result]
+        segments = []
+        for (first, last), verification in zip(turns, verifications, strict=True):
+            stats["verified"] = stats.get("verified", 0.0) + 1.0  # per verified segment, as the rates read it
+            stats["estimate_sum"] = stats.get("estimate_sum", 0.0) + verification.estimate
+            stats["verify_env_steps"] = stats.get("verify_env_steps", 0.0) + verification.env_steps
+            stats["verify_gen_tokens"] = stats.get("verify_gen_tokens", 0.0) + verification.gen_tokens
+            if verification.estimate > self.prover.min_estimate:
+                stats["positive"] = stats.get("positive", 0.0) + 1.0
+                stats["credit_sum"] = stats.get("credit_sum", 0.0) + verification.estimate
+                start, end = segment_token_span(spans, first, last)
+                segments.append(SegmentCredit(proposal.traj_id, start, end, verification.before, verification.after))
+        if segments:
+            group.credits[proposal.traj_id] = segments
+        return group
+
     def _output(self, episode: Episode, group: GroupResult, verify: bool) -> ProverAgentLoopOutput:
         conv = episode.conversation
         length = min(len(conv.response_mask), self.response_length)
@@ -368,7 +431,23 @@ class EnvAgentLoop(AgentLoopBase):
             },
             prover_credit=credit,
             prover_stats=stats,
+            gigpo_fields=_gigpo_fields(episode, length) if self.use_gigpo else None,
         )
+
+
+def state_key(mark: TurnMark) -> int:
+    """GiGPO's key of the state a turn acted in: the env snapshot's fingerprint as a non-zero 60-bit integer.
+
+    Exact state identity (:meth:`envs.base.EnvState.fingerprint`), not observation text: two states that render
+    alike are not merged, and a state is recognised however it is rendered.
+    """
+    return int(mark.state.fingerprint()[:15], 16) or 1
+
+
+def _gigpo_fields(episode: Episode, length: int) -> dict[str, list[int]]:
+    """Per response token: turns left in the episode and the key of the state of its turn (0 off turns)."""
+    turns_left, keys = turn_fields(episode.turn_spans(), [state_key(m) for m in episode.result.marks], length)
+    return {TURNS_FIELD: turns_left, STATE_FIELD: keys}
 
 
 def _track_policy_version(result: PlayResult, extra_fields: dict[str, Any]) -> None:

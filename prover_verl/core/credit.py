@@ -71,8 +71,29 @@ class SegmentCredit:
         return math.sqrt(self.before.variance + self.after.variance)
 
 
+@dataclasses.dataclass(frozen=True)
+class FixedCredit:
+    """A segment credited with a fixed, unverified estimate (the judge-only ablation; TRIAGE-style credit).
+
+    Attributes:
+        row: Batch row (trajectory) the segment lies in.
+        token_start: First response token of the segment.
+        token_end: One past its last response token.
+        estimate: The credit it is given, without any continuation.
+    """
+
+    row: int
+    token_start: int
+    token_end: int
+    estimate: float
+
+    def __post_init__(self):
+        if self.row < 0 or not 0 <= self.token_start < self.token_end:
+            raise ValueError(f"invalid segment row={self.row} tokens=[{self.token_start}, {self.token_end})")
+
+
 def credit_tensor(
-    segments: Iterable[SegmentCredit],
+    segments: Iterable[SegmentCredit | FixedCredit],
     response_mask: torch.Tensor,
     min_estimate: float = 0.0,
 ) -> torch.Tensor:

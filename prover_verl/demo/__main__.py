@@ -1,4 +1,4 @@
-"""``python -m prover_verl.demo``: the default CPU comparison of GRPO, ProVer and exhaustive Monte-Carlo credit.
+"""``python -m prover_verl.demo``: the default CPU comparison of GRPO, ProVer, exhaustive Monte-Carlo credit and GiGPO.
 
 Runs every method of :func:`~prover_verl.demo.train.default_methods` for ``--seeds`` seeds with the same
 updates, prints the table and writes ``results.json``, ``results.md`` and ``success_vs_env_steps.png`` to

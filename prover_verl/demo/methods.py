@@ -6,6 +6,9 @@
   goes onto the segment's policy tokens only (via :func:`~prover_verl.core.credit_tensor` and
   :func:`~prover_verl.core.merge_credit`, scaled by the row's GRPO ``1 / (std + eps)`` as the ``prover``
   estimator does).
+* :func:`gigpo_advantages`: GiGPO: GRPO's episode advantage plus a step advantage over the rows of a group that
+  reached the same KeyDoor state (:func:`~prover_verl.core.gigpo_advantage`, the ``gigpo`` estimator's math); no
+  extra env steps.
 * :func:`mc_advantages`: the exhaustive Monte-Carlo baseline (VinePPO-style): ``k`` continuations from every
   intermediate state give ``V(s_t)``; a turn's advantage is ``V(s_{t+1}) - V(s_t)`` (the reward is the final
   outcome, so this is VinePPO's ``r + V(s') - V(s)``).
@@ -23,11 +26,12 @@ from collections import Counter
 import numpy as np
 import torch
 
-from prover_verl.config import ProverConfig
+from prover_verl.config import GiGPOConfig, ProverConfig
 from prover_verl.core import (
     ForkOutcome,
     SegmentCredit,
     credit_tensor,
+    gigpo_advantage,
     group_outcome_advantage,
     merge_credit,
     segment_token_span,
@@ -93,6 +97,25 @@ def grpo_advantages(rollouts: Rollouts, norm_by_std: bool = True) -> tuple[torch
     advantage, std = group_outcome_advantage(scores, rollouts.group, norm_by_std=norm_by_std, epsilon=EPSILON)
     mask = rollouts.response_mask()
     return advantage.unsqueeze(-1) * mask, std
+
+
+def gigpo_advantages(rollouts: Rollouts, config: GiGPOConfig) -> tuple[torch.Tensor, CreditStats]:
+    """GiGPO's advantages; anchor states by exact identity, the task and the KeyDoor state vector before the turn."""
+    mask = rollouts.response_mask()
+    turns_left = torch.zeros(mask.shape, dtype=torch.long)
+    state_key = torch.zeros(mask.shape, dtype=torch.long)
+    keys: dict[tuple, int] = {}
+    for row in range(len(rollouts)):
+        turns = int(rollouts.num_turns[row])
+        for t, (start, end) in enumerate(rollouts.turn_spans(row)):
+            state = (int(rollouts.task[row]), *rollouts.states[row, t].tolist())
+            turns_left[row, start:end] = turns - t
+            state_key[row, start:end] = keys.setdefault(state, len(keys) + 1)
+    scores = torch.from_numpy(rollouts.won.astype(np.float32))
+    advantages, _ = gigpo_advantage(
+        scores, rollouts.group, turns_left, state_key, config.gamma, config.step_weight, config.norm_by_std, EPSILON
+    )
+    return advantages * mask, CreditStats(groups=len(_groups(rollouts)))
 
 
 def _groups(rollouts: Rollouts) -> dict[int, list[int]]:

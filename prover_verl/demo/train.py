@@ -13,15 +13,21 @@ from typing import Any
 import numpy as np
 import torch
 
-from prover_verl.config import ProverConfig
+from prover_verl.config import GiGPOConfig, ProverConfig
 from prover_verl.demo.judges import NoisyPivotJudge
 from prover_verl.demo.keydoor import TaskTable, task_family
-from prover_verl.demo.methods import CreditStats, grpo_advantages, mc_advantages, prover_advantages
+from prover_verl.demo.methods import (
+    CreditStats,
+    gigpo_advantages,
+    grpo_advantages,
+    mc_advantages,
+    prover_advantages,
+)
 from prover_verl.demo.policy import MLPPolicy, policy_gradient_loss
 from prover_verl.demo.rollout import Simulator, task_text, turn_values
 from prover_verl.judge import HeuristicJudge
 
-KINDS = ("grpo", "prover", "mc")
+KINDS = ("grpo", "prover", "mc", "gigpo")
 JUDGES = ("heuristic", "noisy")
 
 
@@ -31,11 +37,12 @@ class MethodSpec:
 
     Attributes:
         name: Label in tables and plots.
-        kind: ``grpo``, ``prover`` or ``mc`` (exhaustive Monte-Carlo).
+        kind: ``grpo``, ``prover``, ``mc`` (exhaustive Monte-Carlo) or ``gigpo``.
         judge: ProVer's judge: ``heuristic`` (first divergence) or ``noisy`` (:class:`NoisyPivotJudge`).
         accuracy: The noisy judge's accuracy.
         prover: ProVer's settings (``k``, ``coef``, ``min_estimate``, ``segment_side``).
         mc_k: Continuations per state of the Monte-Carlo baseline.
+        gigpo: GiGPO's settings (``gamma``, ``step_weight``, ``norm_by_std``).
     """
 
     name: str
@@ -44,6 +51,7 @@ class MethodSpec:
     accuracy: float | None = None
     prover: ProverConfig = dataclasses.field(default_factory=ProverConfig)
     mc_k: int = 4
+    gigpo: GiGPOConfig = dataclasses.field(default_factory=GiGPOConfig)
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -167,6 +175,8 @@ def train(config: RunConfig) -> dict[str, Any]:
                 advantages, stats = prover_advantages(
                     rollouts, sim, judge, method.prover, extra_rng, loop, norm_by_std=config.norm_by_std
                 )
+            elif method.kind == "gigpo":
+                advantages, stats = gigpo_advantages(rollouts, method.gigpo)
             else:
                 advantages, stats = mc_advantages(rollouts, sim, method.mc_k, extra_rng)
             totals.add(stats)
@@ -198,7 +208,8 @@ def train(config: RunConfig) -> dict[str, Any]:
 
 def default_methods(prover: ProverConfig | None = None, mc_k: int = 4) -> list[MethodSpec]:
     """The default comparison: GRPO; ProVer with the heuristic judge and with noisy judges of accuracy 1, 0.5
-    and 0 (random); the exhaustive Monte-Carlo baseline."""
+    and 0 (random); the exhaustive Monte-Carlo baseline; GiGPO (last, so that the others keep their order and
+    colours)."""
     prover = prover or ProverConfig()
     return [
         MethodSpec("GRPO", "grpo"),
@@ -207,6 +218,7 @@ def default_methods(prover: ProverConfig | None = None, mc_k: int = 4) -> list[M
         MethodSpec("ProVer (judge acc 0.5)", "prover", judge="noisy", accuracy=0.5, prover=prover),
         MethodSpec("ProVer (judge acc 0.0, random)", "prover", judge="noisy", accuracy=0.0, prover=prover),
         MethodSpec(f"Exhaustive MC (K={mc_k})", "mc", mc_k=mc_k),
+        MethodSpec("GiGPO", "gigpo"),
     ]
 
 

@@ -1,7 +1,7 @@
 """Fork-and-continue verification of proposed segments."""
 
 from prover_verl.verify.forks import ForkPoints, fork_points, terminal_outcome
-from prover_verl.verify.verifier import Continuation, Verification, VerificationError, verify_segment
+from prover_verl.verify.verifier import Continuation, Verification, VerificationError, verify_segment, verify_turns
 
 __all__ = [
     "Continuation",
@@ -11,4 +11,5 @@ __all__ = [
     "fork_points",
     "terminal_outcome",
     "verify_segment",
+    "verify_turns",
 ]

@@ -71,9 +71,32 @@ async def verify_segment(
         continue_from: Runs one continuation from a fork point to the end of the episode.
     """
     points = fork_points(proposal, num_turns)
-    starts = [points.before] * k + ([] if points.after_is_terminal else [points.after] * k)
+    sampled = [points.before] + ([] if points.after_is_terminal else [points.after])
+    rates, env_steps, gen_tokens, failed = await _sample(sampled, k, continue_from)
+    after = terminal_outcome(success) if points.after_is_terminal else rates[points.after]
+    return Verification(rates[points.before], after, env_steps, gen_tokens, failed)
+
+
+async def verify_turns(num_turns: int, success: bool, k: int, continue_from: ContinueFn) -> list[Verification]:
+    """Verify every turn of a trajectory on its own (the exhaustive ablation): ``k`` continuations from each of
+    its ``num_turns`` fork points, each sampled once; turn ``t``'s estimate is ``rate(t + 1) - rate(t)``.
+
+    The cost of all continuations is reported on the first turn's :class:`Verification` (0 on the others), so
+    summing over turns counts it once.
+    """
+    rates, env_steps, gen_tokens, failed = await _sample(list(range(num_turns)), k, continue_from)
+    rates[num_turns] = terminal_outcome(success)
+    return [
+        Verification(rates[t], rates[t + 1], *((env_steps, gen_tokens, failed) if t == 0 else (0, 0, 0)))
+        for t in range(num_turns)
+    ]
+
+
+async def _sample(points: list[int], k: int, continue_from: ContinueFn) -> tuple[dict[int, ForkOutcome], int, int, int]:
+    """``k`` concurrent continuations from each fork point: the rates, env steps, tokens and failures."""
+    starts = [p for p in points for _ in range(k)]
     results = await asyncio.gather(*(continue_from(p, i % k) for i, p in enumerate(starts)), return_exceptions=True)
-    outcomes: dict[int, list[Continuation]] = {points.before: [], points.after: []}
+    outcomes: dict[int, list[Continuation]] = {p: [] for p in points}
     failed = 0
     for point, result in zip(starts, results, strict=True):
         if isinstance(result, BaseException):
@@ -83,14 +106,10 @@ async def verify_segment(
             failed += 1
         else:
             outcomes[point].append(result)
-
-    def rate(point: int) -> ForkOutcome:
-        runs = outcomes[point]
+    rates = {}
+    for point, runs in outcomes.items():
         if not runs:
             raise VerificationError(f"all {k} continuations from turn {point} failed")
-        return ForkOutcome(sum(r.won for r in runs), len(runs))
-
-    before = rate(points.before)
-    after = terminal_outcome(success) if points.after_is_terminal else rate(points.after)
+        rates[point] = ForkOutcome(sum(r.won for r in runs), len(runs))
     done = [r for runs in outcomes.values() for r in runs]
-    return Verification(before, after, sum(r.env_steps for r in done), sum(r.gen_tokens for r in done), failed)
+    return rates, sum(r.env_steps for r in done), sum(r.gen_tokens for r in done), failed

@@ -8,6 +8,7 @@
 # loop logs every episode to $OUT/logs/NAME; prover_verl.eval.tables then writes $OUT/tables.md and CSVs.
 # Variables: MODEL_SIZE (2B), BASELINE (GRPO), OUT (results/eval/ENV), plus those of recipes/common.sh.
 # Every agent-loop worker appends to $OUT/logs/NAME: on several nodes OUT must be on a shared filesystem.
+# Names METHOD/SIZE/SEED (e.g. GiGPO/2B/seed1) feed the multi-method table of recipes/eval/run_compare.sh.
 # --dry-run (anywhere) prints each run's resolved verl config instead of running it, and writes no tables.
 # Arguments after -- are hydra overrides passed to every run.
 set -euo pipefail
@@ -29,7 +30,7 @@ for spec in "$@"; do
   log_dir=$(realpath -m "$OUT/logs/$name")  # absolute: the workers do not run in this directory
   rm -rf "$log_dir"
   (
-    ENV_NAME=$EVAL_ENV ESTIMATOR=grpo MODEL_SIZE=${MODEL_SIZE:-2B} EXPERIMENT=eval_${EVAL_ENV}_${name}
+    ENV_NAME=$EVAL_ENV ESTIMATOR=grpo MODEL_SIZE=${MODEL_SIZE:-2B} EXPERIMENT=eval_${EVAL_ENV}_${name//\//_}
     source "$(dirname "$0")/../common.sh" "${DRY[@]+"${DRY[@]}"}" \
       trainer.val_only=true trainer.val_before_train=true \
       trainer.resume_mode=resume_path trainer.resume_from_path="$ckpt" \

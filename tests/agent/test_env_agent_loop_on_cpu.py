@@ -181,3 +181,53 @@ async def test_only_validation_rows_are_logged_for_evaluation(make_loop, make_co
 async def test_a_first_prompt_over_budget_fails_instead_of_being_cut(make_loop, make_config, scripted_server):
     with pytest.raises(ValueError, match="rollout.prompt_length=8"):
         await run_group(make_loop, make_config(prompt_length=8), scripted_server(), uid="long", n=1, verify=False)
+
+
+async def test_ablation_judge_only_credits_the_proposal_unverified(make_loop, make_config, scripted_server):
+    server = scripted_server()
+    outputs = await run_group(make_loop, make_config(k=4, ablation="judge_only", judge_only_estimate=0.7), server)
+    assert len(server.judge_prompts) == 1 and server.generations == 12 + 1  # main turns + the judge, no forks
+    batch = to_batch(outputs)
+    stats = summarize({FIELD_PREFIX + k: batch.batch[FIELD_PREFIX + k] for k in STAT_KEYS})
+    assert stats["prover/verify_env_steps_frac"] == 0 and stats["prover/mean_credit"] == pytest.approx(0.7)
+    (row,) = [i for i, o in enumerate(outputs) if any(o.prover_credit)]
+    mask = batch.batch["response_mask"][row]
+    start, end = policy_runs(mask)[0]  # the judge named turn 0 of the success
+    expected = torch.zeros_like(mask, dtype=torch.float32)
+    expected[start:end] = 0.7
+    torch.testing.assert_close(batch.batch[CREDIT_FIELD][row], expected)
+
+
+async def test_ablation_every_turn_verifies_each_turn_once(make_loop, make_config, scripted_server):
+    server = scripted_server()
+    outputs = await run_group(make_loop, make_config(k=4, ablation="every_turn"), server)
+    assert not server.judge_prompts  # no judge
+    batch = to_batch(outputs)
+    stats = summarize({FIELD_PREFIX + k: batch.batch[FIELD_PREFIX + k] for k in STAT_KEYS})
+    # a success's fork points 0, 1, 2: V = 2/4 (the fork alternates), 4/4, 4/4, then its own outcome 1, so the
+    # estimates are 0.5, 0, 0; continuations 4 x (3 + 2 + 1) = 24 env steps against 12 of the main rollouts
+    assert stats["prover/verified_positive_rate"] == pytest.approx(1 / 3)
+    assert stats["prover/mean_estimate"] == pytest.approx(0.5 / 3)
+    assert stats["prover/verify_env_steps_frac"] == pytest.approx(24 / 12)
+    (row,) = [i for i, o in enumerate(outputs) if any(o.prover_credit)]
+    assert outputs[row].reward_score == 1.0
+    mask = batch.batch["response_mask"][row]
+    start, end = policy_runs(mask)[0]
+    expected = torch.zeros_like(mask, dtype=torch.float32)
+    expected[start:end] = 0.5
+    torch.testing.assert_close(batch.batch[CREDIT_FIELD][row], expected)
+
+
+async def test_ablation_random_segment_is_verified_without_a_judge(make_loop, make_config, scripted_server):
+    server = scripted_server()
+    outputs = await run_group(make_loop, make_config(k=4, ablation="random_segment"), server)
+    assert not server.judge_prompts
+    batch = to_batch(outputs)
+    stats = summarize({FIELD_PREFIX + k: batch.batch[FIELD_PREFIX + k] for k in STAT_KEYS})
+    assert stats["prover/groups_with_proposal"] == 1 and batch.batch[FIELD_PREFIX + "verified"].sum() == 1
+    # only a segment starting at the fork (turn 0) gains: 2/4 -> 4/4 (or the success itself); any later one is 0
+    credited = [i for i, o in enumerate(outputs) if any(o.prover_credit)]
+    assert stats["prover/mean_estimate"] in (0.0, 0.5) and len(credited) == (stats["prover/mean_estimate"] > 0)
+    for row in credited:
+        first = policy_runs(batch.batch["response_mask"][row])[0]
+        assert batch.batch[CREDIT_FIELD][row][first[0]] == 0.5

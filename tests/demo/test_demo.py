@@ -294,6 +294,23 @@ def test_prover_credit_spans_a_multi_turn_segment_and_skips_bad_estimates():
         loop.close()
 
 
+def test_gigpo_on_keydoor_adds_the_shared_start_state_step_advantage():
+    from prover_verl.config import GiGPOConfig
+    from prover_verl.demo.methods import gigpo_advantages, grpo_advantages
+
+    table = _tiny_task()
+    rollouts = _hand_rollouts(table, [True, False, False, True])
+    grpo, _ = grpo_advantages(rollouts)
+    same, stats = gigpo_advantages(rollouts, GiGPOConfig(step_weight=0.0))
+    torch.testing.assert_close(same, grpo)
+    assert stats.extra_steps == 0
+    gigpo, _ = gigpo_advantages(rollouts, GiGPOConfig())
+    # every row of the group acts first in the task's start state, and KeyDoor episodes all last T turns: that
+    # anchor's returns are gamma^(T-1) R, whose std-normalised advantage is GRPO's again, so turn 0 gets twice it
+    first = action_position(0)
+    torch.testing.assert_close(gigpo[:, first], 2 * grpo[:, first])
+
+
 def test_exhaustive_mc_steps_equal_the_formula_and_advantages_telescope():
     table = kd.TaskTable(kd.task_family("train", 6))
     sim = Simulator(table, MLPPolicy(seed=0))
@@ -352,7 +369,8 @@ def test_tiny_demo_run_writes_the_report(tmp_path, capsys):
     assert set(data) == {"header", "settings", "target", "summary", "comparisons", "table", "runs"}
     assert "CPU TOY" in data["header"] and "not the paper's LLM setting" in data["header"]
     names = list(data["summary"])
-    assert names[0] == "GRPO" and any(n.startswith("Exhaustive MC") for n in names) and len(names) == 6
+    assert names[0] == "GRPO" and any(n.startswith("Exhaustive MC") for n in names) and len(names) == 7
+    assert names[-1] == "GiGPO" and data["summary"]["GiGPO"]["extra_over_own_main"] == 0
     for summary in data["summary"].values():
         assert {"final_success", "steps_to_target", "env_steps", "extra_over_own_main", "judge_accuracy"} <= set(
             summary
@@ -361,7 +379,7 @@ def test_tiny_demo_run_writes_the_report(tmp_path, capsys):
     random_judge = data["comparisons"]["prover"]["ProVer (judge acc 0.0, random)"]
     assert {"extra_over_grpo_sampling", "extra_over_exhaustive_extra", "minus_grpo"} <= set(random_judge)
     printed = capsys.readouterr()
-    assert str(out.resolve()) in printed.out and "[12/12]" in printed.err
+    assert str(out.resolve()) in printed.out and "[14/14]" in printed.err
     assert report["table"] in printed.out
 
 

@@ -168,3 +168,131 @@ def test_recipe_batch_larger_than_the_shipped_alfworld_set_fails_naming_the_size
     )
     assert out.returncode != 0
     assert "hold 12 rows, fewer than one batch (data.train_batch_size=16)" in out.stderr
+
+
+ENVS, SIZES = ("alfworld", "webshop", "searchqa"), ("2b", "4b")
+BASELINES = {"gigpo": "gigpo", "rloo": "rloo", "ppo": "gae"}  # recipe method -> verl estimator
+
+
+def test_every_baseline_recipe_is_the_grpo_recipe_but_its_estimator():
+    for env in ENVS:
+        for size in SIZES:
+            grpo = (ROOT / f"recipes/{env}/run_grpo_qwen3.5_{size}.sh").read_text().splitlines()
+            for method, estimator in BASELINES.items():
+                recipe = (ROOT / f"recipes/{env}/run_{method}_qwen3.5_{size}.sh").read_text().splitlines()
+                # line 2 is the comment naming the method; the command differs by ESTIMATOR alone
+                assert [recipe[0], *recipe[2:]] == [
+                    grpo[0],
+                    *(line.replace("ESTIMATOR=grpo", f"ESTIMATOR={estimator}") for line in grpo[2:]),
+                ]
+
+
+def tiny_model(path: Path, tokenizer) -> Path:
+    """A local model directory verl's critic config can load (config and tokenizer, no weights)."""
+    from transformers import Qwen2Config
+
+    tokenizer.save_pretrained(path)
+    Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        architectures=["Qwen2ForCausalLM"],
+    ).save_pretrained(path)
+    return path
+
+
+def dry_runs(
+    cwd: Path, data_dir: Path, runs: list[tuple[str, tuple[str, ...]]], **variables: str
+) -> list[subprocess.CompletedProcess]:
+    """Several recipe dry runs at once (each is mostly verl's import time)."""
+    env = {**os.environ, "MODEL_PATH": "/models/qwen", "DATA_DIR": str(data_dir), **variables}
+    procs = [
+        subprocess.Popen(
+            ["bash", str(ROOT / "recipes" / recipe), "--dry-run", SDPA, *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=cwd,
+        )
+        for recipe, args in runs
+    ]
+    results = []
+    for proc, (recipe, args) in zip(procs, runs, strict=True):
+        out, err = proc.communicate(timeout=600)
+        results.append(subprocess.CompletedProcess([recipe, *args], proc.returncode, out, err))
+    return results
+
+
+def test_baselines_and_ablations_resolve_and_differ_from_grpo_only_where_they_must(tmp_path, data_dir, tokenizer):
+    model = str(tiny_model(tmp_path / "model", tokenizer))  # the PPO critic's config loads the model's files
+    runs = [
+        ("alfworld/run_grpo_qwen3.5_2b.sh", ()),
+        ("alfworld/run_gigpo_qwen3.5_2b.sh", ()),
+        ("alfworld/run_rloo_qwen3.5_2b.sh", ()),
+        ("alfworld/run_ppo_qwen3.5_2b.sh", ()),
+        ("alfworld/run_prover_qwen3.5_2b.sh", ("--judge-only=0.5", "--k=4", "--coef=1.0")),
+    ]
+    results = dry_runs(tmp_path, data_dir, runs, MODEL_PATH=model)
+    for result in results:
+        assert result.returncode == 0, (result.args, result.stderr[-3000:])
+    grpo, gigpo, rloo, ppo, judge_only = (dict(flatten(yaml.safe_load(r.stdout))) for r in results)
+
+    def differing(config):
+        keys = {k for k in config.keys() | grpo.keys() if config.get(k) != grpo.get(k)}
+        return {k for k in keys if "experiment" not in k and "dir" not in k}
+
+    assert differing(gigpo) == differing(rloo) == {"algorithm.adv_estimator"}
+    assert (gigpo["algorithm.adv_estimator"], rloo["algorithm.adv_estimator"]) == ("gigpo", "rloo")
+    assert gigpo["algorithm.gigpo.gamma"] == 0.95 and gigpo["trainer.v1.trainer_mode"] == "prover_sync"
+    ppo_keys = differing(ppo)
+    assert ppo["algorithm.adv_estimator"] == "gae" and ppo["critic.model.path"] == model
+    assert {k for k in ppo_keys if not k.startswith("critic.")} == {"algorithm.adv_estimator"}
+    assert {"critic.model.path", "critic.ppo_micro_batch_size_per_gpu"} <= ppo_keys
+    assert ppo["algorithm.gamma"] == ppo["algorithm.lam"] == 1.0
+
+    assert differing(judge_only) == {
+        "algorithm.adv_estimator",
+        "algorithm.prover.ablation",
+        "algorithm.prover.judge_only_estimate",
+        "algorithm.prover.k",
+        "algorithm.prover.coef",
+    }
+    assert (judge_only["algorithm.prover.ablation"], judge_only["algorithm.prover.judge_only_estimate"]) == (
+        "judge_only",
+        0.5,
+    )
+    assert (judge_only["algorithm.prover.k"], judge_only["algorithm.prover.coef"]) == (4, 1.0)
+    # an ablation's run gets its own name and checkpoints, not the main ProVer run's
+    assert judge_only["trainer.experiment_name"] == "alfworld_prover_qwen3.5_2b_judgeonly0.5_k4_coef1.0"
+    assert judge_only["trainer.default_local_dir"].endswith("alfworld_prover_qwen3.5_2b_judgeonly0.5_k4_coef1.0")
+
+
+def method_args(estimator: str, *args: str) -> subprocess.CompletedProcess:
+    """What recipes/methods.sh makes of the recipe flags ``args`` (bash only, no verl)."""
+    script = (
+        'EXTRA=("$@"); ENV_NAME=alfworld MODEL_SIZE=2B PROJECT=p MODEL_PATH=/m MICRO=4; '
+        f"ESTIMATOR={estimator}; EXPERIMENT=alfworld_{estimator}_qwen3.5_2b; CKPT_DIR=checkpoints/p/$EXPERIMENT; "
+        f'source {ROOT / "recipes/methods.sh"}; printf "%s\\n" "$EXPERIMENT" "${{EXTRA[@]}}"'
+    )
+    return subprocess.run(["bash", "-c", script, "-", *args], capture_output=True, text=True, timeout=30)
+
+
+def test_each_ablation_flag_sets_its_config_key():
+    for flags, expected in [
+        (["--judge-only"], ["algorithm.prover.ablation=judge_only"]),
+        (["--random-segment"], ["algorithm.prover.ablation=random_segment"]),
+        (["--every-turn", "trainer.x=1"], ["algorithm.prover.ablation=every_turn", "trainer.x=1"]),
+        (["--k=8", "--coef=0.5"], ["algorithm.prover.k=8", "algorithm.prover.coef=0.5"]),
+    ]:
+        out = method_args("prover", *flags)
+        assert out.returncode == 0, out.stderr
+        lines = out.stdout.splitlines()
+        assert lines[1:] == expected and lines[0].startswith("alfworld_prover_qwen3.5_2b_")
+    assert method_args("prover").stdout.splitlines() == ["alfworld_prover_qwen3.5_2b"]  # untagged main run
+    wrong = method_args("grpo", "--every-turn")
+    assert wrong.returncode == 2 and "ablation flags need the ProVer recipe" in wrong.stderr
+    typo = method_args("prover", "--judgeonly")
+    assert typo.returncode == 2 and "unknown recipe flag --judgeonly" in typo.stderr

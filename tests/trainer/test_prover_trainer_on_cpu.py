@@ -183,3 +183,34 @@ def test_whole_groups():
     real = torch.tensor([True, True, True, True, False])
     assert whole_groups(["a", "a", "b", "c", "a"], real, 2).tolist() == [True, True, False, False, False]
     assert whole_groups(["a", "a", "a"], torch.tensor([True] * 3), 2).tolist() == [False] * 3
+
+
+async def test_gigpo_turn_record_travels_from_the_agent_loop_to_the_estimator(
+    monkeypatch, make_loop, make_config, scripted_server
+):
+    # sessions alternate right (wins in 3 turns) / left (loses in 3 turns); all four start at the fork, the two
+    # right-goers share every later state, as do the two left-goers
+    config = _full_config(make_config, "gigpo")
+    outputs = await _outputs(make_loop, scripted_server(), config)
+    rows = _rows(outputs)
+    keys = list(rows)
+    pad, pad_tag = construct_minimal_padding_template(rows[keys[0]], {}, eos_token_id=0)
+    assert pad["uid"] == "task-0"  # verl's padding copies the first row, uid and turn record included
+    fake = FakeTransferQueue({**rows, "pad0": pad})
+    monkeypatch.setattr(trainer_base, "tq", fake)
+    monkeypatch.setattr(prover_trainer, "tq", fake)
+    batch = KVBatchMeta(partition_id="train", keys=[*keys, "pad0"], tags=[{}] * 4 + [pad_tag])
+    _trainer(config)._compute_advantage(batch, {})
+
+    # episode level, as verl's GRPO counts the padding row (score 0) in its group: (1, 0, 1, 0, 0), mean 0.4, std
+    # sqrt(0.3) -> wins +1.0954, losses -0.7303. Step level, the padding's turns dropped: the fork is an anchor of
+    # 4 with returns 0.95^2 R -> +-0.8660; turns 1 and 2 are anchors of equal returns -> 0.
+    won = [o.reward_score for o in outputs]
+    assert won == [1.0, 0.0, 1.0, 0.0]
+    for key, out in zip(keys, outputs, strict=True):
+        episode, step = (1.095445, 0.866025) if out.reward_score else (-0.730297, -0.866025)
+        turns = rows[key]["gigpo_turns_left"]
+        expected = (episode + step * (turns == 3)) * (turns > 0)
+        torch.testing.assert_close(fake.put[key]["advantages"], expected.float(), rtol=1e-4, atol=1e-4)
+        assert torch.equal(turns > 0, torch.tensor(out.response_mask).bool())
+        assert sorted(set(turns.tolist())) == [0, 1, 2, 3]

@@ -1,0 +1,135 @@
+"""The paper's comparison table: every method a row, per model size, mean ± std over seeds.
+
+``python -m prover_verl.eval.compare --logs results/eval --baseline GRPO --out results/compare`` reads every
+``<logs>/<env>/logs/<METHOD>/<SIZE>/<SEED>/episodes-*.jsonl`` (the layout ``recipes/eval/run_eval.sh`` writes for
+run names ``METHOD/SIZE/SEED``) and writes ``compare.md`` and ``compare.csv``: for each model size, one row per
+method with each benchmark's headline number (ALFWorld all-task success, WebShop score and success, Search-QA
+mean EM; see :mod:`prover_verl.eval.tables`) as mean ± std over seeds, the average over benchmarks, and the
+relative gain of that average over the baseline method.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import glob
+import os
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+from prover_verl.eval.tables import benchmark_rows, load_episodes
+
+# (benchmark, column in its table, header): the headline numbers, in the paper's order
+COLUMNS = (
+    ("alfworld", "all", "ALFWorld"),
+    ("webshop", "score", "WebShop score"),
+    ("webshop", "success", "WebShop succ."),
+    ("searchqa", "avg", "Search-QA"),
+)
+
+
+def collect(logs: str | os.PathLike, step: int | None = None) -> dict[tuple[str, str], dict[str, list[float]]]:
+    """Headline numbers per ``(method, size)`` and column header, one value per seed (in seed order).
+
+    Raises:
+        FileNotFoundError: no run directory in ``logs``.
+        ValueError: one seed's logs hold more than one env, or a seed repeats for a method, size and benchmark.
+    """
+    dirs = sorted({os.path.dirname(p) for p in glob.glob(os.path.join(str(logs), "*/logs/*/*/*/episodes-*.jsonl"))})
+    if not dirs:
+        raise FileNotFoundError(f"no <env>/logs/<METHOD>/<SIZE>/<SEED>/episodes-*.jsonl under {logs}")
+    values: dict[tuple[str, str], dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
+    for run_dir in dirs:
+        seed_dir = Path(run_dir)
+        method, size, seed = seed_dir.parent.parent.name, seed_dir.parent.name, seed_dir.name
+        tables = benchmark_rows(load_episodes(run_dir, step))
+        if len(tables) != 1:
+            raise ValueError(f"{run_dir}: one evaluation run must hold one env, found {sorted(tables)}")
+        for bench, column, header in COLUMNS:
+            if bench in tables and tables[bench].get(column) is not None:
+                if seed in values[(method, size)][header]:
+                    raise ValueError(f"{run_dir}: seed {seed} of {method} {size} appears twice for {header}")
+                values[(method, size)][header][seed] = tables[bench][column]
+    return {key: {h: [v[s] for s in sorted(v)] for h, v in cols.items()} for key, cols in values.items()}
+
+
+def summarize(values: dict[str, list[float]]) -> dict[str, tuple[float, float | None, int]]:
+    """``header -> (mean, std or None with one seed, seeds)``; ``Avg`` is the mean of the benchmark means, present
+    only when every headline column is."""
+    out = {}
+    for header, seeds in values.items():
+        std = statistics.stdev(seeds) if len(seeds) > 1 else None
+        out[header] = (statistics.fmean(seeds), std, len(seeds))
+    headers = [h for _, _, h in COLUMNS]
+    if all(h in out for h in headers):
+        out["Avg"] = (statistics.fmean(out[h][0] for h in headers), None, min(out[h][2] for h in headers))
+    return out
+
+
+def comparison(values: dict[tuple[str, str], dict[str, list[float]]], baseline: str | None) -> dict[str, dict]:
+    """``size -> method -> summary`` plus ``gain``: the relative gain (%) of ``Avg`` over ``baseline``'s."""
+    by_size: dict[str, dict] = defaultdict(dict)
+    for (method, size), cols in sorted(values.items()):
+        by_size[size][method] = summarize(cols)
+    for methods in by_size.values():
+        base = methods.get(baseline, {}).get("Avg") if baseline else None
+        for summary in methods.values():
+            if base and base[0] and "Avg" in summary:
+                summary["gain"] = 100.0 * (summary["Avg"][0] - base[0]) / base[0]
+    return dict(by_size)
+
+
+def _cell(entry: tuple[float, float | None, int] | None) -> str:
+    if entry is None:
+        return "-"
+    mean, std, _ = entry
+    return f"{mean:.1f}" if std is None else f"{mean:.1f} ± {std:.1f}"
+
+
+def markdown(table: dict[str, dict], baseline: str | None) -> str:
+    """One Markdown table per model size."""
+    headers = [h for _, _, h in COLUMNS] + ["Avg"] + ([f"gain over {baseline} (%)"] if baseline else [])
+    out = []
+    for size, methods in table.items():
+        out += [f"### Qwen3.5-{size}\n", "| method | " + " | ".join(headers) + " |", "|---|" + "---|" * len(headers)]
+        for method, summary in methods.items():
+            cells = [_cell(summary.get(h)) for h in headers[: len(COLUMNS) + 1]]
+            if baseline:
+                cells.append(f"{summary['gain']:+.1f}" if "gain" in summary else "-")
+            out.append(f"| {method} | " + " | ".join(cells) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
+def write(table: dict[str, dict], out_dir: str | os.PathLike, baseline: str | None) -> Path:
+    """Write ``compare.md`` and ``compare.csv`` (mean, std and seeds per column); returns the Markdown path."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "compare.md").write_text(markdown(table, baseline))
+    headers = [h for _, _, h in COLUMNS] + ["Avg"]
+    with open(out / "compare.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["size", "method", *(f"{h} {p}" for h in headers for p in ("mean", "std", "seeds")), "gain"])
+        for size, methods in table.items():
+            for method, summary in methods.items():
+                cells = [x if x is not None else "" for h in headers for x in summary.get(h, ("", "", ""))]
+                writer.writerow([size, method, *cells, summary.get("gain", "")])
+    return out / "compare.md"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Multi-method comparison table from evaluation logs.")
+    parser.add_argument("--logs", default="results/eval", help="folder holding <env>/logs/<METHOD>/<SIZE>/<SEED>/")
+    parser.add_argument("--baseline", default="GRPO", help="method the relative gain is measured against ('' none)")
+    parser.add_argument("--step", type=int, default=None, help="evaluation step to use (default: latest)")
+    parser.add_argument("--out", default="results/compare")
+    args = parser.parse_args(argv)
+    table = comparison(collect(args.logs, args.step), args.baseline or None)
+    md = write(table, args.out, args.baseline or None)
+    print(md.read_text())
+    print(f"written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
