@@ -128,6 +128,12 @@ def test_eval_recipe_resolves_greedy_validation_of_each_checkpoint(tmp_path):
     assert not (tmp_path / "eval_out" / "tables.md").exists()
 
 
+def shipped_data_env() -> dict:
+    """This process's environment without ALFWORLD_DATA (which selects the official data, and which the alfworld
+    package sets in the process that imports it)."""
+    return {k: v for k, v in os.environ.items() if k != "ALFWORLD_DATA"}
+
+
 def test_readme_alfworld_quick_start_passes_the_checks_with_the_shipped_data(tmp_path):
     block = (ROOT / "README.md").read_text().split("## Training with verl")[1].split("```bash\n")[1].split("```")[0]
     lines = [line.split("  #")[0] for line in block.splitlines()]
@@ -139,7 +145,7 @@ def test_readme_alfworld_quick_start_passes_the_checks_with_the_shipped_data(tmp
         ["bash", "-c", script],
         capture_output=True,
         text=True,
-        env={**os.environ, "HOME": str(tmp_path)},  # the quick start writes and reads ~/data/prover/alfworld
+        env={**shipped_data_env(), "HOME": str(tmp_path)},  # the quick start writes and reads ~/data/prover/alfworld
         timeout=300,
         cwd=tmp_path,
     )
@@ -156,6 +162,7 @@ def test_recipe_batch_larger_than_the_shipped_alfworld_set_fails_naming_the_size
         check=True,
         capture_output=True,
         timeout=300,
+        env=shipped_data_env(),
     )
     env = {**os.environ, "MODEL_PATH": "/models/qwen", "DATA_DIR": str(tmp_path / "d")}
     out = subprocess.run(
