@@ -1,0 +1,102 @@
+"""The ``cpu`` platform of verl's :class:`verl.plugin.platform.PlatformRegistry`.
+
+verl resolves its accelerator once per process through the registry (``VERL_PLATFORM`` overrides the
+auto-detection). Registered after verl's built-in platforms, this one is picked automatically only where none of
+them is available (no GPU, NPU or ROCm device), and on any machine with ``VERL_PLATFORM=cpu``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from types import ModuleType
+from typing import Any
+
+import torch
+from verl.plugin.platform import PlatformBase, PlatformRegistry
+
+NAME = "cpu"
+
+
+@PlatformRegistry.register(platform=NAME)
+class PlatformCPU(PlatformBase):
+    """Device ``cpu``, Ray resource ``CPU``, collectives over gloo; memory, cache and profiler calls are no-ops."""
+
+    @property
+    def device_name(self) -> str:
+        return "cpu"
+
+    @property
+    def vendor_name(self) -> str:
+        return "cpu"
+
+    @property
+    def device_module(self) -> ModuleType:
+        return torch.cpu
+
+    def is_available(self) -> bool:
+        return True
+
+    def is_platform_available(self, use_smi_check: bool = False) -> bool:
+        # auto-detection tries verl's accelerators first (registration order); reaching this one means none was
+        # found, but a CUDA build that sees a device still must not be taken for a CPU machine
+        return not torch.cuda.is_available()
+
+    def current_device(self) -> int:
+        return 0
+
+    def device_count(self) -> int:
+        return 1
+
+    def set_device(self, device_index: int) -> None:
+        return None
+
+    def synchronize(self, device_index: int | None = None) -> None:
+        return None
+
+    def manual_seed(self, seed: int) -> None:
+        torch.manual_seed(seed)
+
+    def manual_seed_all(self, seed: int) -> None:
+        torch.manual_seed(seed)
+
+    def set_allocator_settings(self, settings: str) -> None:
+        return None
+
+    def empty_cache(self) -> None:
+        return None
+
+    def get_device_capability(self, device_index: int = 0) -> tuple[int | None, int | None]:
+        return None, None
+
+    def communication_backend_name(self) -> str:
+        return "gloo"
+
+    def visible_devices_envvar(self) -> str:
+        # no device selection exists on CPU; a variable nothing reads keeps verl's lookups harmless
+        return "VERL_CPU_VISIBLE_DEVICES"
+
+    @contextlib.contextmanager
+    def nvtx_range(self, msg: str):
+        yield
+
+    def profiler_start(self) -> None:
+        return None
+
+    def profiler_stop(self) -> None:
+        return None
+
+    def ray_resource_name(self) -> str:
+        return "CPU"
+
+    def ray_resource_options(self, num_gpus: float) -> dict[str, Any]:
+        # Ray rejects "CPU" as a custom resource; a worker's share of its bundle is asked for as CPUs
+        return {"num_cpus": num_gpus}
+
+    def ray_noset_envvars(self) -> list[str]:
+        return []
+
+    def is_ipc_supported(self) -> bool:
+        return False
+
+    def cudart(self) -> Any:
+        return None
