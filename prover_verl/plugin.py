@@ -11,12 +11,13 @@ import logging
 
 try:
     # The platform first: verl resolves its platform once per process, and the imports below already ask for it.
+    from prover_verl.cpu import register  # noqa: F401
+
     # isort: split
     # Registration happens on import. The trainer and agent loop add ~1-2 s of imports per process, on top of
     # the ~6 s verl's core_algos already costs.
     from prover_verl import estimator, trainer  # noqa: F401
     from prover_verl.agent import env_agent_loop  # noqa: F401
-    from prover_verl.cpu import register  # noqa: F401
 except Exception:  # pragma: no cover - exercised only by a broken install
     logging.getLogger(__name__).warning("prover_verl plugin failed to load", exc_info=True)
     raise
