@@ -11,9 +11,9 @@ import logging
 
 try:
     # The platform first: verl resolves its platform once per process, and the imports below already ask for it.
-    from prover_verl.cpu import register  # noqa: F401
+    # (a plain import, which import sorting keeps ahead of the from-imports)
+    import prover_verl.cpu.register  # noqa: F401
 
-    # isort: split
     # Registration happens on import. The trainer and agent loop add ~1-2 s of imports per process, on top of
     # the ~6 s verl's core_algos already costs.
     from prover_verl import estimator, trainer  # noqa: F401
