@@ -7,7 +7,8 @@
 #   DATA_DIR     train/val parquet from prover_verl.data (default: ~/data/prover/${ENV_NAME})
 #   ENV_KWARGS   JSON constructor args of the env, e.g. '{"data_dir": "/data/alfworld"}' (default: {})
 #   N_GPUS, NNODES, TOTAL_STEPS, PROJECT, EXPERIMENT, CKPT_DIR, LOGGER
-# Flags: --dry-run prints the resolved verl config and exits (no GPU needed); anything else is passed to hydra.
+# Flags: --dry-run prints the resolved verl config and exits (no GPU needed); --cpu-smoke runs the same recipe on
+# CPU with a tiny random model (docs/cpu_loop.md; SMOKE_DIR, SMOKE_STEPS, SMOKE_JUDGE); anything else goes to hydra.
 set -euo pipefail
 
 : "${ENV_NAME:?set by the recipe}" "${ESTIMATOR:?set by the recipe}" "${MODEL_SIZE:?set by the recipe}"
@@ -23,10 +24,12 @@ CKPT_DIR=${CKPT_DIR:-checkpoints/${PROJECT}/${EXPERIMENT}}
 LOGGER=${LOGGER:-"[console,tensorboard]"}
 
 DRY_RUN=false
+CPU_SMOKE=false
 EXTRA=()
 for arg in "$@"; do
   case "$arg" in
     --dry-run) DRY_RUN=true ;;
+    --cpu-smoke) CPU_SMOKE=true ;;
     *) EXTRA+=("$arg") ;;
   esac
 done
@@ -44,6 +47,12 @@ case "$MODEL_SIZE" in
   4B) MICRO=2; TP=1 ;;
   *) echo "unknown MODEL_SIZE=$MODEL_SIZE" >&2; exit 2 ;;
 esac
+SAVE_FREQ=25
+TEST_FREQ=25
+SMOKE=()
+if [ "$CPU_SMOKE" = true ]; then
+  source "$(dirname "${BASH_SOURCE[0]}")/cpu_smoke.sh"
+fi
 
 exec python3 -m prover_verl.main \
   dry_run="$DRY_RUN" \
@@ -77,6 +86,7 @@ exec python3 -m prover_verl.main \
   trainer.experiment_name="$EXPERIMENT" \
   trainer.default_local_dir="$CKPT_DIR" \
   trainer.logger="$LOGGER" \
-  trainer.save_freq=25 \
-  trainer.test_freq=25 \
+  trainer.save_freq="$SAVE_FREQ" \
+  trainer.test_freq="$TEST_FREQ" \
+  "${SMOKE[@]+"${SMOKE[@]}"}" \
   "${EXTRA[@]+"${EXTRA[@]}"}"

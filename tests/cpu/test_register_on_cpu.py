@@ -68,3 +68,34 @@ def test_the_one_patched_verl_module_is_where_register_says():
     assert "_ROLLOUT_REGISTRY[(rollout_name, mode)]" in inspect.getsource(rollout_base.get_rollout_class)
     assert "get_rollout_class(rollout_config.name, rollout_config.mode)" in inspect.getsource(engine_workers)
     assert not hasattr(rollout_base, "register_rollout_class"), "verl now has a hook: use it instead of the dict"
+
+
+def test_process_group_backend_patch_is_installed_where_verl_imports_it():
+    from verl.checkpoint_engine import base as checkpoint_engine_base
+    from verl.utils import distributed
+
+    from prover_verl.cpu import register
+
+    source = inspect.getsource(register._verl_initialize_global_process_group_ray)
+    assert 'backend = backend or f"cpu:gloo,{get_device_name()}:{get_nccl_backend()}"' in source
+    for module in (distributed, engine_workers, checkpoint_engine_base):
+        assert module.initialize_global_process_group_ray is register.initialize_global_process_group_ray
+    assert "initialize_global_process_group_ray(timeout_second=None)" in inspect.getsource(engine_workers)
+
+
+def test_workers_process_group_initialises_with_gloo_on_cpu(monkeypatch):
+    import torch.distributed as dist
+    from verl.plugin.platform import get_platform
+
+    from prover_verl.cpu.register import initialize_global_process_group_ray
+
+    if get_platform().device_name != "cpu":
+        pytest.skip("this process resolved a GPU platform")
+    for key, value in {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29533", "RANK": "0", "WORLD_SIZE": "1"}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("DIST_INIT_METHOD", raising=False)
+    initialize_global_process_group_ray()
+    try:
+        assert dist.get_backend() == "cpu:gloo"
+    finally:
+        dist.destroy_process_group()
