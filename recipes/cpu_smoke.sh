@@ -41,6 +41,12 @@ SMOKE=(
   trainer.val_before_train=false
   trainer.resume_mode=auto
   actor_rollout_ref.rollout.name=hf
+  # FSDP1 takes a device id, which torch refuses without an accelerator; FSDP2 (fully_shard) runs over gloo
+  actor_rollout_ref.actor.strategy=fsdp2
+  actor_rollout_ref.ref.strategy=fsdp2
+  # verl gives a forward-only FSDP2 model (the reference) CPUOffloadPolicy(pin_memory=True) unconditionally
+  # (verl/workers/engine/fsdp/transformer_impl.py:459), and pinning needs an accelerator: no KL loss, no reference
+  actor_rollout_ref.actor.use_kl_loss=false
   actor_rollout_ref.rollout.agent.num_workers=1
   +actor_rollout_ref.model.override_config.attn_implementation=sdpa
   actor_rollout_ref.model.use_remove_padding=false
