@@ -41,8 +41,10 @@ class PlatformCPU(PlatformBase):
         # found, but a CUDA build that sees a device still must not be taken for a CPU machine
         return not torch.cuda.is_available()
 
-    def current_device(self) -> int:
-        return 0
+    def current_device(self) -> str:
+        # verl uses the "device id" as a torch device (`.to(get_device_id())`); on CPU that is "cpu", as
+        # torch.cpu.current_device() says (an index would mean an accelerator)
+        return "cpu"
 
     def device_count(self) -> int:
         return 1

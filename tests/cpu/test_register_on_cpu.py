@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from verl.plugin.platform import PlatformRegistry
 from verl.workers import engine_workers
 from verl.workers.rollout import base as rollout_base
@@ -28,6 +29,7 @@ def test_platform_is_registered_and_describes_cpu():
     # Ray refuses "CPU" as a custom resource: a worker's share must be asked for as num_cpus
     assert platform.ray_resource_options(0.5) == {"num_cpus": 0.5}
     assert platform.ray_noset_envvars() == []
+    assert torch.zeros(1).to(platform.current_device()).device.type == "cpu"
     platform.empty_cache()
     platform.set_allocator_settings("expandable_segments:False")
 
