@@ -17,6 +17,28 @@ from verl.plugin.platform import PlatformBase, PlatformRegistry
 NAME = "cpu"
 
 
+class _DeviceModule(ModuleType):
+    """``torch.cpu`` plus the memory queries verl makes on ``torch.cuda`` (``memory_reserved``, ``mem_get_info``,
+    ...): with no device memory to report they answer 0, and ``empty_cache``/``reset_*`` do nothing."""
+
+    def __init__(self) -> None:
+        super().__init__("prover_verl_cpu_device")
+
+    def __getattr__(self, name: str):
+        if hasattr(torch.cpu, name):
+            return getattr(torch.cpu, name)
+        if name == "mem_get_info":
+            return lambda *args, **kwargs: (0, 0)
+        if name.startswith(("memory_", "max_memory_")):
+            return lambda *args, **kwargs: 0
+        if name in ("empty_cache", "ipc_collect") or name.startswith("reset_"):
+            return lambda *args, **kwargs: None
+        raise AttributeError(f"the CPU platform's device module has no {name!r}")
+
+
+_DEVICE_MODULE = _DeviceModule()
+
+
 @PlatformRegistry.register(platform=NAME)
 class PlatformCPU(PlatformBase):
     """Device ``cpu``, Ray resource ``CPU``, collectives over gloo; memory, cache and profiler calls are no-ops."""
@@ -31,7 +53,7 @@ class PlatformCPU(PlatformBase):
 
     @property
     def device_module(self) -> ModuleType:
-        return torch.cpu
+        return _DEVICE_MODULE
 
     def is_available(self) -> bool:
         return True

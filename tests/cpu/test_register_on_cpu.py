@@ -30,6 +30,9 @@ def test_platform_is_registered_and_describes_cpu():
     assert platform.ray_resource_options(0.5) == {"num_cpus": 0.5}
     assert platform.ray_noset_envvars() == []
     assert torch.zeros(1).to(platform.current_device()).device.type == "cpu"
+    device = platform.device_module
+    assert (device.memory_reserved(), device.max_memory_allocated(), device.mem_get_info()) == (0, 0, (0, 0))
+    assert device.empty_cache() is None and device.synchronize is torch.cpu.synchronize
     platform.empty_cache()
     platform.set_allocator_settings("expandable_segments:False")
 
