@@ -24,12 +24,15 @@ from typing import Any
 
 import ray
 import torch
+from verl.utils.config import omega_conf_to_dataclass
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 
+from prover_verl.cpu import ROLLOUT_NAME
+
 logger = logging.getLogger(__name__)
 
-NAME = "hf"
+NAME = ROLLOUT_NAME
 # the replica's weights after each sync are written here (one file per global step) when set: the CPU smoke
 # test compares them with the actor's checkpoint (tests/recipes/test_cpu_smoke_on_cpu.py)
 DUMP_ENV = "PROVER_HF_REPLICA_DUMP_DIR"
@@ -64,6 +67,8 @@ class HFServer:
         self.config = config
         self.replica_rank = replica_rank
         self.global_steps: int | None = None
+        if not hasattr(model_config, "local_path"):  # verl hands replicas the model config as a DictConfig
+            model_config = omega_conf_to_dataclass(model_config)
         self.model = AutoModelForCausalLM.from_pretrained(
             model_config.local_path, dtype=torch.float32, attn_implementation="sdpa"
         ).eval()

@@ -28,7 +28,7 @@ from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead, FSDP
 from verl.workers.rollout import base as rollout_base
 from verl.workers.rollout.replica import RolloutReplicaRegistry
 
-from prover_verl.cpu.hf_replica import NAME as ROLLOUT_NAME
+from prover_verl.cpu import ROLLOUT_NAME
 
 # verl/workers/rollout/base.py, line 89 (verl 0.9.1): `_ROLLOUT_REGISTRY = {("vllm", "async"): "..."}`, read by
 # get_rollout_class (line 96), which verl/workers/engine_workers.py (line 667) calls to build the worker's
