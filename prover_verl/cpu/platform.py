@@ -27,6 +27,8 @@ class _DeviceModule(ModuleType):
     def __getattr__(self, name: str):
         if hasattr(torch.cpu, name):
             return getattr(torch.cpu, name)
+        if name == "get_device_name":
+            return lambda *args, **kwargs: "cpu"
         if name == "mem_get_info":
             return lambda *args, **kwargs: (0, 0)
         if name.startswith(("memory_", "max_memory_")):
