@@ -9,6 +9,8 @@ With ``adv_estimator=gigpo`` it fetches and binds the per-token ``gigpo_*`` fiel
 
 from __future__ import annotations
 
+import os
+
 import torch
 import transfer_queue as tq
 from verl.trainer.ppo.v1.trainer_base import register_trainer
@@ -22,6 +24,9 @@ from prover_verl.metrics import stat_fields, summarize
 
 TRAINER_MODE = "prover_sync"
 VERL_MODE = "sync"
+# when set, each step's advantage inputs and outputs are saved there (batch_step<N>.pt): the CPU smoke test
+# checks the credited advantages against GRPO's from them (tests/recipes/test_cpu_smoke_on_cpu.py)
+DUMP_ENV = "PROVER_DUMP_BATCH_DIR"
 
 
 @register_trainer(TRAINER_MODE)
@@ -43,9 +48,9 @@ class ProverTrainerSync(PPOTrainerSync):
     def _compute_advantage(self, batch, metrics: dict):
         estimator = self.config.algorithm.adv_estimator
         if estimator == GIGPO:
-            return self._compute_gigpo_advantage(batch, metrics)
+            return self._dump_batch(self._compute_gigpo_advantage(batch, metrics), credit=None)
         if estimator != ESTIMATOR:
-            return super()._compute_advantage(batch, metrics)
+            return self._dump_batch(super()._compute_advantage(batch, metrics), credit=None)
         fields = ["uid", CREDIT_FIELD, "response_mask", *stat_fields()]
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
         padded = data.to_padded_tensor()  # same rows and padding as the fetch in verl's _compute_advantage
@@ -61,7 +66,7 @@ class ProverTrainerSync(PPOTrainerSync):
         metrics["prover/credit_dropped_partial_group"] = float(partial.sum())
         credit = credit * whole.unsqueeze(-1)
         with bind_credit(credit):
-            return super()._compute_advantage(batch, metrics)
+            return self._dump_batch(super()._compute_advantage(batch, metrics), credit=credit)
 
     def _compute_gigpo_advantage(self, batch, metrics: dict):
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=list(GIGPO_FIELDS))
@@ -71,6 +76,22 @@ class ProverTrainerSync(PPOTrainerSync):
         fields = {name: padded[name].long() * real for name in GIGPO_FIELDS}
         with bind_fields(**fields):
             return super()._compute_advantage(batch, metrics)
+
+    def _dump_batch(self, batch, credit: torch.Tensor | None):
+        """Save the step's scores, mask, groups, credit and advantages where ``PROVER_DUMP_BATCH_DIR`` says."""
+        out = os.environ.get(DUMP_ENV)
+        if not out:
+            return batch
+        fields = ["uid", "response_mask", "rm_scores", "advantages"]
+        padded = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
+        padded = padded.to_padded_tensor()
+        dump = {key: padded[key] for key in fields if key != "uid"}
+        dump["uid"] = list(padded.get("uid").tolist())
+        dump["is_padding"] = [tag.get("is_padding", False) for tag in batch.tags]
+        dump["credit"] = credit
+        os.makedirs(out, exist_ok=True)
+        torch.save(dump, os.path.join(out, f"batch_step{self.global_steps}.pt"))
+        return batch
 
 
 def _real_rows(batch) -> torch.Tensor:

@@ -8,7 +8,8 @@
 #   ENV_KWARGS   JSON constructor args of the env, e.g. '{"data_dir": "/data/alfworld"}' (default: {})
 #   N_GPUS, NNODES, TOTAL_STEPS, PROJECT, EXPERIMENT, CKPT_DIR, LOGGER
 #   TRAIN_BATCH  tasks per step (default per env below); the shipped small data sets need a smaller one
-# Flags: --dry-run prints the resolved verl config and exits (no GPU needed); anything else is passed to hydra.
+# Flags: --dry-run prints the resolved verl config and exits (no GPU needed); --cpu-smoke runs the same recipe on
+# CPU with a tiny random model (docs/cpu_loop.md; SMOKE_DIR, SMOKE_STEPS, SMOKE_JUDGE); anything else goes to hydra.
 set -euo pipefail
 
 : "${ENV_NAME:?set by the recipe}" "${ESTIMATOR:?set by the recipe}" "${MODEL_SIZE:?set by the recipe}"
@@ -24,10 +25,12 @@ CKPT_DIR=${CKPT_DIR:-checkpoints/${PROJECT}/${EXPERIMENT}}
 LOGGER=${LOGGER:-"[console,tensorboard]"}
 
 DRY_RUN=false
+CPU_SMOKE=false
 EXTRA=()
 for arg in "$@"; do
   case "$arg" in
     --dry-run) DRY_RUN=true ;;
+    --cpu-smoke) CPU_SMOKE=true ;;
     *) EXTRA+=("$arg") ;;
   esac
 done
@@ -51,6 +54,12 @@ case "$MODEL_SIZE" in
 esac
 # Baselines (GiGPO, RLOO, PPO) and ProVer ablation flags: per-method settings in recipes/methods.sh.
 source "$(dirname "${BASH_SOURCE[0]}")/methods.sh"
+SAVE_FREQ=25
+TEST_FREQ=25
+SMOKE=()
+if [ "$CPU_SMOKE" = true ]; then
+  source "$(dirname "${BASH_SOURCE[0]}")/cpu_smoke.sh"
+fi
 
 exec python3 -m prover_verl.main \
   dry_run="$DRY_RUN" \
@@ -86,7 +95,8 @@ exec python3 -m prover_verl.main \
   trainer.experiment_name="$EXPERIMENT" \
   trainer.default_local_dir="$CKPT_DIR" \
   trainer.logger="$LOGGER" \
-  trainer.save_freq=25 \
-  trainer.test_freq=25 \
+  trainer.save_freq="$SAVE_FREQ" \
+  trainer.test_freq="$TEST_FREQ" \
   trainer.v1.sampler.sync_refill_failed_groups=true \
+  "${SMOKE[@]+"${SMOKE[@]}"}" \
   "${EXTRA[@]+"${EXTRA[@]}"}"

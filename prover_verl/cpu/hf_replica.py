@@ -1,0 +1,272 @@
+"""``actor_rollout_ref.rollout.name=hf``: a transformers rollout server for verl, token-in/token-out on CPU.
+
+It plays the part vLLM plays on GPUs, behind the same interfaces, so verl's agent loop, the trainer's
+wake-up/sleep/weight sync, the judge and the verifier run unchanged:
+
+* :class:`HFReplica` (verl's :class:`RolloutReplica`, registered in ``RolloutReplicaRegistry``) launches one
+  :class:`HFServer` Ray actor per replica, named as verl's vLLM servers are (``hf_server_<replica>_0``);
+* :class:`HFServer` answers ``generate`` (prompt ids + sampling params -> :class:`TokenOutput` with log-probs)
+  and every control call verl makes on a replica's server (wake up, sleep, abort, resume, caches, global steps);
+* :class:`HFServerAdapter` (verl's :class:`BaseRollout`, built inside the FSDP worker) forwards the actor's
+  per-tensor weights to its server on verl's ``update_weights``.
+
+Generation is ``transformers``' own ``generate``; requests are served one at a time in a thread, so the actor
+keeps answering control calls meanwhile. Memory calls (sleep, caches) have nothing to free on CPU.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Generator
+from typing import Any
+
+import ray
+import torch
+from verl.utils.config import omega_conf_to_dataclass
+from verl.workers.rollout.base import BaseRollout
+from verl.workers.rollout.replica import RolloutReplica, TokenOutput
+
+from prover_verl.cpu import ROLLOUT_NAME
+
+logger = logging.getLogger(__name__)
+
+NAME = ROLLOUT_NAME
+# the replica's weights after each sync are written here (one file per global step) when set: the CPU smoke
+# test compares them with the actor's checkpoint (tests/recipes/test_cpu_smoke_on_cpu.py)
+DUMP_ENV = "PROVER_HF_REPLICA_DUMP_DIR"
+
+
+def server_name(replica_rank: int) -> str:
+    """Ray actor name of a replica's server; :class:`HFServerAdapter` looks it up by this name."""
+    return f"{NAME}_server_{replica_rank}_0"
+
+
+def sample_kwargs(sampling_params: dict[str, Any]) -> dict[str, Any]:
+    """transformers ``generate`` keywords for verl's sampling params (temperature 0 is greedy, as in vLLM)."""
+    temperature = float(sampling_params.get("temperature", 1.0))
+    if temperature <= 0:
+        return {"do_sample": False}
+    top_k = int(sampling_params.get("top_k", -1) or -1)
+    return {
+        "do_sample": True,
+        "temperature": temperature,
+        "top_p": float(sampling_params.get("top_p", 1.0)),
+        "top_k": top_k if top_k > 0 else 0,
+        "repetition_penalty": float(sampling_params.get("repetition_penalty", 1.0)),
+    }
+
+
+class HFServer:
+    """One transformers model answering verl's rollout-server calls (a Ray actor; see :class:`HFReplica`)."""
+
+    def __init__(self, config, model_config, replica_rank: int) -> None:
+        from transformers import AutoModelForCausalLM
+
+        self.config = config
+        self.replica_rank = replica_rank
+        self.global_steps: int | None = None
+        if not hasattr(model_config, "local_path"):  # verl hands replicas the model config as a DictConfig
+            model_config = omega_conf_to_dataclass(model_config)
+        self.model = AutoModelForCausalLM.from_pretrained(
+            model_config.local_path, dtype=torch.float32, attn_implementation="sdpa"
+        ).eval()
+        generation = self.model.generation_config
+        self.eos_token_id = generation.eos_token_id
+        self.pad_token_id = generation.pad_token_id if generation.pad_token_id is not None else 0
+        self._lock = asyncio.Lock()
+        self._dump(step=0)
+
+    def _dump(self, step: int) -> None:
+        out = os.environ.get(DUMP_ENV)
+        if out:
+            os.makedirs(out, exist_ok=True)
+            state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+            torch.save(state, os.path.join(out, f"replica{self.replica_rank}_step{step}.pt"))
+
+    def _max_tokens(self, prompt_len: int, sampling_params: dict[str, Any]) -> int:
+        # the same budget rule as verl's vLLM server (vllm_async_server.py, generate)
+        max_possible = self.config.max_model_len - prompt_len if self.config.max_model_len else None
+        if "max_tokens" in sampling_params:
+            max_tokens = sampling_params["max_tokens"]
+        elif "max_new_tokens" in sampling_params:
+            max_tokens = sampling_params["max_new_tokens"]
+        else:
+            max_tokens = min(
+                self.config.response_length, self.config.prompt_length + self.config.response_length - prompt_len
+            )
+        if max_possible is not None:
+            if max_possible < 1:
+                raise ValueError(f"prompt of {prompt_len} tokens leaves no room under max_model_len")
+            max_tokens = min(max_tokens, max_possible)
+        return max(1, int(max_tokens))
+
+    @torch.no_grad()
+    def _generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> tuple[list[int], list[float]]:
+        max_new = self._max_tokens(len(prompt_ids), sampling_params)
+        seed = sampling_params.get("seed")
+        if seed is not None:
+            torch.manual_seed(int(seed))
+        input_ids = torch.tensor([prompt_ids], dtype=torch.long)
+        out = self.model.generate(
+            input_ids=input_ids,
+            attention_mask=torch.ones_like(input_ids),
+            max_new_tokens=max_new,
+            min_new_tokens=max_new if sampling_params.get("ignore_eos") else None,
+            eos_token_id=self.eos_token_id,
+            pad_token_id=self.pad_token_id,
+            return_dict_in_generate=True,
+            output_logits=True,
+            **sample_kwargs(sampling_params),
+        )
+        tokens = out.sequences[0, len(prompt_ids) :]
+        # log-probs of the model's own distribution (vLLM's default "raw" log-probs), one per generated token
+        logits = torch.stack(out.logits, dim=1)[0, : len(tokens)].float()
+        log_probs = torch.log_softmax(logits, dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+        # generate pads a finished sequence only in batches; with one sequence, stop at the first EOS inclusive
+        eos = self.eos_token_id if isinstance(self.eos_token_id, list) else [self.eos_token_id]
+        ids = tokens.tolist()
+        for i, token in enumerate(ids):
+            if token in eos:
+                ids, log_probs = ids[: i + 1], log_probs[: i + 1]
+                break
+        return ids, log_probs.tolist()
+
+    async def generate(
+        self,
+        prompt_ids: list[int],
+        sampling_params: dict[str, Any],
+        request_id: str,
+        image_data: list[Any] | None = None,
+        video_data: list[Any] | None = None,
+        **kwargs: Any,
+    ) -> TokenOutput:
+        """Token-in/token-out generation, as verl's vLLM server's ``generate``."""
+        if image_data is not None or video_data is not None:
+            raise NotImplementedError("rollout.name=hf serves text-only models")
+        async with self._lock:
+            token_ids, log_probs = await asyncio.to_thread(self._generate, list(prompt_ids), dict(sampling_params))
+        return TokenOutput(
+            token_ids=token_ids,
+            log_probs=log_probs if sampling_params.get("logprobs") else None,
+            stop_reason="completed",
+            extra_fields={"global_steps": self.global_steps},
+        )
+
+    async def update_weights(self, weights: dict[str, torch.Tensor], global_steps: int | None = None) -> None:
+        """Load the actor's full (HF-named) weights; every parameter must be given, none unknown."""
+        async with self._lock:
+            missing, unexpected = self.model.load_state_dict(weights, strict=False)
+            tied = set(getattr(self.model, "_tied_weights_keys", None) or [])
+            if unexpected or set(missing) - tied:
+                raise ValueError(f"weight update does not match the model: missing {missing}, unexpected {unexpected}")
+            if tied and getattr(self.model.config, "tie_word_embeddings", False):
+                self.model.tie_weights()
+            if global_steps is not None:
+                self.global_steps = global_steps
+            self._dump(step=global_steps if global_steps is not None else -1)
+
+    async def set_global_steps(self, global_steps: int) -> None:
+        self.global_steps = global_steps
+
+    # control calls verl makes on every replica's servers; on CPU there is no memory to free or engine to pause
+    async def wake_up(self, tags: list[str] | None = None) -> None:
+        return None
+
+    async def sleep(self) -> None:
+        return None
+
+    async def clear_kv_cache(self) -> None:
+        return None
+
+    async def release_kv_cache(self) -> None:
+        return None
+
+    async def resume_kv_cache(self) -> None:
+        return None
+
+    async def abort_all_requests(self, reject_request: bool = False, **kwargs: Any) -> dict[str, Any]:
+        # requests are served whole, one at a time: there is nothing in flight to abort mid-way
+        return {"aborted_count": 0, "request_ids": []}
+
+    async def resume_generation(self) -> None:
+        return None
+
+    async def start_profile(self, **kwargs: Any) -> None:
+        return None
+
+    async def stop_profile(self) -> None:
+        return None
+
+    async def wait_for_requests_to_drain(self) -> None:
+        async with self._lock:
+            return None
+
+
+class HFReplica(RolloutReplica):
+    """verl rollout replica served by one :class:`HFServer` (tensor/data/pipeline parallel size 1)."""
+
+    async def launch_servers(self) -> None:
+        if self.world_size != 1:
+            raise ValueError(
+                "actor_rollout_ref.rollout.name=hf serves one process per replica: set "
+                "actor_rollout_ref.rollout.tensor_model_parallel_size=1 (and data/pipeline parallel size 1)"
+            )
+        options: dict[str, Any] = {"name": server_name(self.replica_rank), "max_concurrency": self.max_concurrency}
+        if self.workers:
+            node_id = await self.workers[0].__ray_call__.remote(lambda w: ray.get_runtime_context().get_node_id())
+            options["scheduling_strategy"] = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(
+                node_id=node_id, soft=False
+            )
+        # the server shares its node's CPUs with the FSDP worker it belongs to, as vLLM shares its GPU
+        server = (
+            ray.remote(HFServer)
+            .options(num_cpus=0, **options)
+            .remote(config=self.config, model_config=self.model_config, replica_rank=self.replica_rank)
+        )
+        await server.__ray_ready__.remote()
+        self.servers = [server]
+        self._server_handle = server
+        self._server_address = server_name(self.replica_rank)
+
+    def rollout_worker_use_gpu(self) -> bool:
+        return False
+
+
+class HFServerAdapter(BaseRollout):
+    """verl's rollout object inside the FSDP worker: sends the actor's weights to its replica's server."""
+
+    def __init__(self, config, model_config, device_mesh, replica_rank: int = -1) -> None:
+        super().__init__(config, model_config, device_mesh)
+        rank = int(os.environ.get("RANK", "0"))
+        self.replica_rank = rank if replica_rank == -1 else replica_rank
+        self._server = None
+
+    def _handle(self):
+        if self._server is None:  # the server starts after the hybrid engine, so it is looked up lazily
+            self._server = ray.get_actor(server_name(self.replica_rank))
+        return self._server
+
+    async def resume(self, tags: list[str]) -> None:
+        await self._handle().wake_up.remote(tags=tags)
+
+    async def release(self) -> None:
+        await self._handle().sleep.remote()
+
+    @torch.no_grad()
+    async def update_weights(
+        self,
+        weights: Generator[tuple[str, torch.Tensor], None, None],
+        global_steps: int | None = None,
+        wire_format: str = "named_tensors",
+        **kwargs: Any,
+    ) -> None:
+        if wire_format != "named_tensors":
+            raise ValueError(f"rollout.name=hf takes wire_format='named_tensors', not {wire_format!r}")
+        state = {}
+        for name, tensor in weights:
+            if hasattr(tensor, "full_tensor"):
+                tensor = tensor.full_tensor()
+            state[name] = tensor.detach().to("cpu", torch.float32).clone()
+        await self._handle().update_weights.remote(state, global_steps=global_steps)

@@ -1,0 +1,128 @@
+"""The ``cpu`` platform of verl's :class:`verl.plugin.platform.PlatformRegistry`.
+
+verl resolves its accelerator once per process through the registry (``VERL_PLATFORM`` overrides the
+auto-detection). Registered after verl's built-in platforms, this one is picked automatically only where none of
+them is available (no GPU, NPU or ROCm device), and on any machine with ``VERL_PLATFORM=cpu``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from types import ModuleType
+from typing import Any
+
+import torch
+from verl.plugin.platform import PlatformBase, PlatformRegistry
+
+NAME = "cpu"
+
+
+class _DeviceModule(ModuleType):
+    """``torch.cpu`` plus the memory queries verl makes on ``torch.cuda`` (``memory_reserved``, ``mem_get_info``,
+    ...): with no device memory to report they answer 0, and ``empty_cache``/``reset_*`` do nothing."""
+
+    def __init__(self) -> None:
+        super().__init__("prover_verl_cpu_device")
+
+    def __getattr__(self, name: str):
+        if hasattr(torch.cpu, name):
+            return getattr(torch.cpu, name)
+        if name == "get_device_name":
+            return lambda *args, **kwargs: "cpu"
+        if name == "mem_get_info":
+            return lambda *args, **kwargs: (0, 0)
+        if name.startswith(("memory_", "max_memory_")):
+            return lambda *args, **kwargs: 0
+        if name in ("empty_cache", "ipc_collect") or name.startswith("reset_"):
+            return lambda *args, **kwargs: None
+        raise AttributeError(f"the CPU platform's device module has no {name!r}")
+
+
+_DEVICE_MODULE = _DeviceModule()
+
+
+@PlatformRegistry.register(platform=NAME)
+class PlatformCPU(PlatformBase):
+    """Device ``cpu``, Ray resource ``CPU``, collectives over gloo; memory, cache and profiler calls are no-ops."""
+
+    @property
+    def device_name(self) -> str:
+        return "cpu"
+
+    @property
+    def vendor_name(self) -> str:
+        return "cpu"
+
+    @property
+    def device_module(self) -> ModuleType:
+        return _DEVICE_MODULE
+
+    def is_available(self) -> bool:
+        return True
+
+    def is_platform_available(self, use_smi_check: bool = False) -> bool:
+        # auto-detection tries verl's accelerators first (registration order); reaching this one means none was
+        # found, but a CUDA build that sees a device still must not be taken for a CPU machine
+        return not torch.cuda.is_available()
+
+    def current_device(self) -> str:
+        # verl uses the "device id" as a torch device (`.to(get_device_id())`); on CPU that is "cpu", as
+        # torch.cpu.current_device() says (an index would mean an accelerator)
+        return "cpu"
+
+    def device_count(self) -> int:
+        return 1
+
+    def set_device(self, device_index: int) -> None:
+        return None
+
+    def synchronize(self, device_index: int | None = None) -> None:
+        return None
+
+    def manual_seed(self, seed: int) -> None:
+        torch.manual_seed(seed)
+
+    def manual_seed_all(self, seed: int) -> None:
+        torch.manual_seed(seed)
+
+    def set_allocator_settings(self, settings: str) -> None:
+        return None
+
+    def empty_cache(self) -> None:
+        return None
+
+    def get_device_capability(self, device_index: int = 0) -> tuple[int | None, int | None]:
+        return None, None
+
+    def communication_backend_name(self) -> str:
+        return "gloo"
+
+    def visible_devices_envvar(self) -> str:
+        # no device selection exists on CPU; a variable nothing reads keeps verl's lookups harmless
+        return "VERL_CPU_VISIBLE_DEVICES"
+
+    @contextlib.contextmanager
+    def nvtx_range(self, msg: str):
+        yield
+
+    def profiler_start(self) -> None:
+        return None
+
+    def profiler_stop(self) -> None:
+        return None
+
+    def ray_resource_name(self) -> str:
+        return "CPU"
+
+    def ray_resource_options(self, num_gpus: float) -> dict[str, Any]:
+        # Ray rejects "CPU" as a custom resource; a worker's share of its bundle is asked for as CPUs
+        return {"num_cpus": num_gpus}
+
+    def ray_noset_envvars(self) -> list[str]:
+        return []
+
+    def is_ipc_supported(self) -> bool:
+        return False
+
+    def cudart(self) -> Any:
+        return None

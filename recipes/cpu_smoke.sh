@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# --cpu-smoke of recipes/common.sh (sourced by it after the recipe's settings): the same recipe, made small enough
+# to run verl's whole training loop on CPU in minutes (docs/cpu_loop.md). Not for results: the model is random.
+#   SMOKE_DIR    where the tiny model, the data, checkpoints and logs go (default: ${TMPDIR:-/tmp}/prover_smoke/...)
+#   SMOKE_STEPS  training steps (default 2: validation and a checkpoint at step 2); rerun with 3 to resume from it
+#   SMOKE_JUDGE  judge type: heuristic (default) or policy (the policy's own replica answers the judge prompts)
+#   SMOKE_ARCH   tiny model architecture for prover_verl.tiny_model (default qwen3)
+#   SMOKE_K      continuations per fork point (algorithm.prover.k; default 2)
+SMOKE_DIR=${SMOKE_DIR:-${TMPDIR:-/tmp}/prover_smoke/${ENV_NAME}_${ESTIMATOR}}
+SMOKE_STEPS=${SMOKE_STEPS:-2}
+SMOKE_JUDGE=${SMOKE_JUDGE:-heuristic}
+SMOKE_ARCH=${SMOKE_ARCH:-qwen3}
+SMOKE_K=${SMOKE_K:-2}
+mkdir -p "$SMOKE_DIR"
+MODEL_PATH=$SMOKE_DIR/model
+DATA_DIR=$SMOKE_DIR/data
+if [ ! -f "$MODEL_PATH/config.json" ]; then
+  python3 -m prover_verl.tiny_model --out "$MODEL_PATH" --arch "$SMOKE_ARCH"
+fi
+if [ ! -f "$DATA_DIR/train.parquet" ]; then
+  # 3 batches of 2 prompts: steps 1-2, then step 3 after the resume, within one epoch
+  python3 -m prover_verl.data --env "$ENV_NAME" --out "$DATA_DIR" --env-kwargs "$ENV_KWARGS" --max-train 6 --max-val 2
+fi
+export VERL_PLATFORM=cpu
+# one log file per run: verl's file logger truncates its file, and the resumed run must not erase the first
+export VERL_FILE_LOGGER_PATH=$SMOKE_DIR/metrics_step${SMOKE_STEPS}.jsonl
+MAX_TURNS=3
+RESPONSE_LEN=128
+BATCH=2
+GROUP=2
+MICRO=1
+N_GPUS=1
+NNODES=1
+TOTAL_STEPS=$SMOKE_STEPS
+CKPT_DIR=$SMOKE_DIR/checkpoints
+LOGGER="[console,file]"
+SAVE_FREQ=2
+TEST_FREQ=2
+SMOKE=(
+  trainer.device=cpu
+  trainer.val_before_train=false
+  trainer.resume_mode=auto
+  actor_rollout_ref.rollout.name=hf
+  # FSDP1 takes a device id, which torch refuses without an accelerator; FSDP2 (fully_shard) runs over gloo
+  actor_rollout_ref.actor.strategy=fsdp2
+  actor_rollout_ref.ref.strategy=fsdp2
+  # verl gives a forward-only FSDP2 model (the reference) CPUOffloadPolicy(pin_memory=True) unconditionally
+  # (verl/workers/engine/fsdp/transformer_impl.py:459), and pinning needs an accelerator: no KL loss, no reference
+  actor_rollout_ref.actor.use_kl_loss=false
+  actor_rollout_ref.rollout.agent.num_workers=1
+  +actor_rollout_ref.model.override_config.attn_implementation=sdpa
+  actor_rollout_ref.model.use_remove_padding=false
+  data.dataloader_num_workers=0
+  env.pool_workers=0
+  algorithm.prover.k="$SMOKE_K"
+  algorithm.prover.judge.type="$SMOKE_JUDGE"
+  ray_kwargs.ray_init.num_cpus=16
+  +ray_kwargs.ray_init.include_dashboard=false
+  # verl/single_controller/ray/base.py:228 (_check_resource_available) counts only Ray's GPU/NPU resources,
+  # whatever the platform: the cluster declares one GPU it never hands out (the CPU platform asks for CPUs)
+  +ray_kwargs.ray_init.num_gpus=1
+  # verl starts 8 of each by default: on a laptop every extra Ray process costs seconds of imports
+  reward.num_workers=1
+  transfer_queue.backend.SimpleStorage.num_data_storage_units=1
+)

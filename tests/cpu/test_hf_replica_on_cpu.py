@@ -1,0 +1,72 @@
+"""The transformers rollout server: verl's token-in/token-out contract, log-probs and weight updates."""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from prover_verl import tiny_model
+from prover_verl.cpu.hf_replica import HFServer, sample_kwargs
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return tiny_model.build(tmp_path_factory.mktemp("tiny"), arch="qwen3")
+
+
+def _server(model_dir, response_length=16):
+    config = SimpleNamespace(max_model_len=None, response_length=response_length, prompt_length=64)
+    return HFServer(config, SimpleNamespace(local_path=str(model_dir)), replica_rank=0)
+
+
+def _forward_log_probs(model, prompt, response):
+    ids = torch.tensor([prompt + response])
+    with torch.no_grad():
+        logits = model(ids).logits[0, len(prompt) - 1 : -1].float()
+    return torch.log_softmax(logits, -1).gather(-1, torch.tensor(response).unsqueeze(-1)).squeeze(-1)
+
+
+async def test_generate_returns_tokens_and_the_models_log_probs(model_dir):
+    server = _server(model_dir)
+    prompt = [5, 6, 7, 8]
+    out = await server.generate(prompt, {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "logprobs": True}, "r1")
+    assert 1 <= len(out.token_ids) <= 16 and out.stop_reason == "completed"
+    assert len(out.log_probs) == len(out.token_ids)
+    expected = _forward_log_probs(server.model, prompt, out.token_ids)
+    torch.testing.assert_close(torch.tensor(out.log_probs), expected, atol=1e-4, rtol=1e-4)
+    no_logprobs = await server.generate(prompt, {"temperature": 1.0, "logprobs": False}, "r2")
+    assert no_logprobs.log_probs is None
+
+
+async def test_budget_greedy_and_eos(model_dir):
+    server = _server(model_dir, response_length=32)
+    greedy = {"temperature": 0.0, "logprobs": True, "max_tokens": 5}
+    first = await server.generate([1, 2, 3], dict(greedy), "a")
+    second = await server.generate([1, 2, 3], dict(greedy), "b")
+    assert first.token_ids == second.token_ids and len(first.token_ids) <= 5
+    forced = await server.generate([1, 2, 3], {"temperature": 1.0, "max_tokens": 7, "ignore_eos": True}, "c")
+    assert len(forced.token_ids) == 7
+    eos = server.eos_token_id
+    for _ in range(5):
+        out = await server.generate([1, 2, 3], {"temperature": 1.0}, "d")
+        assert eos not in out.token_ids[:-1], "generation must stop at the first EOS"
+
+
+async def test_update_weights_loads_the_actors_tensors_and_rejects_a_mismatch(model_dir):
+    server = _server(model_dir)
+    # named_parameters lists a tied weight once, as the actor's per-tensor export may
+    new = {name: torch.randn_like(p) for name, p in server.model.named_parameters()}
+    await server.update_weights(new, global_steps=3)
+    state = server.model.state_dict()
+    for name, tensor in new.items():
+        torch.testing.assert_close(state[name], tensor)
+    out = await server.generate([1, 2], {"temperature": 1.0}, "x")
+    assert out.extra_fields["global_steps"] == 3
+    with pytest.raises(ValueError, match="unexpected"):
+        await server.update_weights({"not.a.weight": torch.zeros(1)})
+
+
+def test_sampling_params_map_to_generate_keywords():
+    assert sample_kwargs({"temperature": 0}) == {"do_sample": False}
+    kw = sample_kwargs({"temperature": 0.7, "top_p": 0.9, "top_k": -1})
+    assert kw == {"do_sample": True, "temperature": 0.7, "top_p": 0.9, "top_k": 0, "repetition_penalty": 1.0}

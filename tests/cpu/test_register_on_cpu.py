@@ -1,0 +1,106 @@
+"""The CPU platform and the ``hf`` rollout are registered with verl by the plugin, in verl's own registries."""
+
+import inspect
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from verl.plugin.platform import PlatformRegistry
+from verl.workers import engine_workers
+from verl.workers.rollout import base as rollout_base
+from verl.workers.rollout.base import get_rollout_class
+from verl.workers.rollout.replica import RolloutReplicaRegistry
+
+from prover_verl.cpu.hf_replica import HFReplica, HFServerAdapter
+from prover_verl.cpu.platform import PlatformCPU
+from prover_verl.cpu.register import ROLLOUT_CLASS_KEY
+
+
+def test_platform_is_registered_and_describes_cpu():
+    assert PlatformRegistry.get("cpu") is PlatformCPU
+    platform = PlatformCPU()
+    assert (platform.device_name, platform.ray_resource_name(), platform.communication_backend_name()) == (
+        "cpu",
+        "CPU",
+        "gloo",
+    )
+    # Ray refuses "CPU" as a custom resource: a worker's share must be asked for as num_cpus
+    assert platform.ray_resource_options(0.5) == {"num_cpus": 0.5}
+    assert platform.ray_noset_envvars() == []
+    assert torch.zeros(1).to(platform.current_device()).device.type == "cpu"
+    device = platform.device_module
+    assert (device.memory_reserved(), device.max_memory_allocated(), device.mem_get_info()) == (0, 0, (0, 0))
+    assert device.empty_cache() is None and device.synchronize is torch.cpu.synchronize
+    platform.empty_cache()
+    platform.set_allocator_settings("expandable_segments:False")
+
+
+def _device_utils_in_fresh_process(env: dict[str, str]) -> str:
+    code = (
+        "import verl\n"
+        "from verl.utils.device import get_device_name, get_nccl_backend, get_resource_name\n"
+        "print(get_device_name(), get_nccl_backend(), get_resource_name())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip().splitlines()[-1]
+
+
+@pytest.mark.slow
+def test_verl_device_utils_resolve_to_cpu_by_variable_and_by_detection():
+    # a fresh process: verl resolves its platform once per process, on first use after the plugin loaded
+    assert _device_utils_in_fresh_process({"VERL_PLATFORM": "cpu"}) == "cpu gloo CPU"
+    if sys.modules["torch"].cuda.is_available():
+        pytest.skip("auto-detection picks the GPU on this machine")
+    env = {k: v for k, v in os.environ.items() if k != "VERL_PLATFORM"}
+    env["VERL_PLATFORM"] = ""
+    assert _device_utils_in_fresh_process(env) == "cpu gloo CPU"
+
+
+def test_hf_rollout_is_registered():
+    assert RolloutReplicaRegistry.get("hf") is HFReplica
+    assert get_rollout_class("hf", "async") is HFServerAdapter
+
+
+def test_the_one_patched_verl_module_is_where_register_says():
+    # prover_verl/cpu/register.py adds an entry to this dict because verl offers no function for it; if verl
+    # renames it, moves the lookup, or builds the worker's rollout differently, this fails
+    assert ROLLOUT_CLASS_KEY in rollout_base._ROLLOUT_REGISTRY
+    assert "_ROLLOUT_REGISTRY[(rollout_name, mode)]" in inspect.getsource(rollout_base.get_rollout_class)
+    assert "get_rollout_class(rollout_config.name, rollout_config.mode)" in inspect.getsource(engine_workers)
+    assert not hasattr(rollout_base, "register_rollout_class"), "verl now has a hook: use it instead of the dict"
+
+
+def test_process_group_backend_patch_is_installed_where_verl_imports_it():
+    from verl.checkpoint_engine import base as checkpoint_engine_base
+    from verl.utils import distributed
+
+    from prover_verl.cpu import register
+
+    source = inspect.getsource(register._verl_initialize_global_process_group_ray)
+    assert 'backend = backend or f"cpu:gloo,{get_device_name()}:{get_nccl_backend()}"' in source
+    for module in (distributed, engine_workers, checkpoint_engine_base):
+        assert module.initialize_global_process_group_ray is register.initialize_global_process_group_ray
+    assert "initialize_global_process_group_ray(timeout_second=None)" in inspect.getsource(engine_workers)
+
+
+def test_workers_process_group_initialises_with_gloo_on_cpu(monkeypatch):
+    import torch.distributed as dist
+    from verl.plugin.platform import get_platform
+
+    from prover_verl.cpu.register import initialize_global_process_group_ray
+
+    if get_platform().device_name != "cpu":
+        pytest.skip("this process resolved a GPU platform")
+    for key, value in {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29533", "RANK": "0", "WORLD_SIZE": "1"}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("DIST_INIT_METHOD", raising=False)
+    initialize_global_process_group_ray()
+    try:
+        assert dist.get_backend() == "cpu:gloo"
+    finally:
+        dist.destroy_process_group()
