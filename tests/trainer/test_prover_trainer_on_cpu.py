@@ -206,7 +206,7 @@ async def test_gigpo_turn_record_travels_from_the_agent_loop_to_the_estimator(
     # sqrt(0.3) -> wins +1.0954, losses -0.7303. Step level, the padding's turns dropped: the fork is an anchor of
     # 4 with returns 0.95^2 R -> +-0.8660; turns 1 and 2 are anchors of equal returns -> 0.
     won = [o.reward_score for o in outputs]
-    assert won == [1.0, 0.0, 1.0, 0.0]
+    assert sorted(won) == [0.0, 0.0, 1.0, 1.0]  # which sessions go right depends on scheduling
     for key, out in zip(keys, outputs, strict=True):
         episode, step = (1.095445, 0.866025) if out.reward_score else (-0.730297, -0.866025)
         turns = rows[key]["gigpo_turns_left"]
