@@ -55,17 +55,22 @@ def _rendezvous() -> GroupRendezvous:
     return _RENDEZVOUS
 
 
-def get_env_pool(env_name: str, env: EnvConfig):
-    """The pool for ``env_name``: in-process threads, or, if ``env.pool_workers > 0``, the node's Ray env pool of
-    ``env.pool_workers`` env processes, which every agent-loop worker of the node shares."""
-    key = (env_name, repr(sorted(env.kwargs.items())), env.pool_workers)
+def get_env_pool(env_name: str, env: EnvConfig, split: str | None = None):
+    """The pool for ``env_name``'s ``split``: in-process threads, or, if ``env.pool_workers > 0``, the node's Ray env
+    pool of ``env.pool_workers`` env processes, which every agent-loop worker of the node shares.
+
+    ``split`` (a data row's ``extra_info.split``) overrides ``env.kwargs['split']``: a row's task id belongs to the
+    split it was listed from, so validation rows (e.g. ALFWorld ``valid_unseen``) get envs of their own split.
+    """
+    kwargs = dict(env.kwargs) if split is None else {**env.kwargs, "split": split}
+    key = (env_name, repr(sorted(kwargs.items())), env.pool_workers)
     if key not in _POOLS:
         if env.pool_workers > 0:
             from envs.shared_pool import SharedEnvPool
 
             _POOLS[key] = SharedEnvPool(
                 env_name,
-                env.kwargs,
+                kwargs,
                 num_workers=env.pool_workers,
                 call_timeout_s=env.call_timeout_s,
                 start_timeout_s=env.start_timeout_s,
@@ -73,7 +78,7 @@ def get_env_pool(env_name: str, env: EnvConfig):
         else:
             from envs.local_pool import LocalEnvPool
 
-            _POOLS[key] = LocalEnvPool(env_name, env.kwargs)
+            _POOLS[key] = LocalEnvPool(env_name, kwargs)
     return _POOLS[key]
 
 
@@ -153,7 +158,8 @@ class EnvAgentLoop(AgentLoopBase):
             raise ValueError(f"{AGENT_NAME} needs extra_info.task_id in every data row, got keys {sorted(extra)}")
         env_name = extra.get("env", self.env_config.name)
         adapter = make_adapter(env_name, self.env_config.max_obs_chars)
-        pool = get_env_pool(env_name, self.env_config)
+        split = extra.get("split")
+        pool = get_env_pool(env_name, self.env_config, None if split is None else str(split))
         episode_id, obs, info = await pool.reset(task_id=str(extra["task_id"]))
         try:
             conv = await self._initial_conversation(adapter, obs, info)
@@ -306,57 +312,17 @@ class EnvAgentLoop(AgentLoopBase):
         stats[f"judge_{status}"] = 1.0
         if proposal is None:
             return group
-        if self.prover.ablation != "none":
-            return await self._ablate(episodes[proposal.traj_id], proposal, group, pool, adapter, sampling_params)
-
-        episode = episodes[proposal.traj_id]
-        try:
-            verification = await asyncio.wait_for(
-                verify_segment(
-                    proposal,
-                    episode.num_turns,
-                    episode.result.won,
-                    self.prover.k,
-                    lambda turn, _i: self._continue_from(episode, turn, pool, adapter, sampling_params),
-                ),
-                timeout=self.prover.verify_timeout_s,
-            )
-        except (TimeoutError, asyncio.TimeoutError):  # distinct classes before Python 3.11
-            stats["verify_timeout"] = 1.0
-            return group
-        except VerificationError as err:
-            logger.warning("%s", err)
-            stats["verify_failed"] = 1.0
-            return group
-        stats.update(
-            verified=1.0,
-            estimate_sum=verification.estimate,
-            verify_env_steps=float(verification.env_steps),
-            verify_gen_tokens=float(verification.gen_tokens),
+        return await self._verify_and_credit(
+            episodes[proposal.traj_id], proposal, group, pool, adapter, sampling_params, kwargs.get("uid")
         )
-        start, end = segment_token_span(episode.turn_spans(), proposal.start_turn, proposal.end_turn)
-        if verification.estimate > self.prover.min_estimate:
-            stats.update(positive=1.0, credit_sum=verification.estimate)
-            segment = SegmentCredit(proposal.traj_id, start, end, verification.before, verification.after)
-            group.credits[proposal.traj_id] = [segment]
-        logger.info(
-            "group %s: turns %d-%d of session %d, success %.2f -> %.2f",
-            kwargs.get("uid"),
-            proposal.start_turn,
-            proposal.end_turn,
-            proposal.traj_id,
-            verification.before.rate,
-            verification.after.rate,
-        )
-        return group
 
-    async def _ablate(
-        self, episode: Episode, proposal, group: GroupResult, pool, adapter: PromptAdapter, sampling_params: dict
+    async def _verify_and_credit(
+        self, episode: Episode, proposal, group: GroupResult, pool, adapter: PromptAdapter, sampling_params: dict, uid
     ) -> GroupResult:
-        """ProVer's ablations (``algorithm.prover.ablation``) on the proposal's trajectory.
-
-        ``judge_only``: the proposal credited with ``judge_only_estimate``, unverified. ``random_segment``: the
-        (random) proposal verified as usual. ``every_turn``: every turn of that trajectory verified on its own.
+        """Verify the proposal on its trajectory and credit what verifies positive, as ``algorithm.prover.ablation``
+        says: ``none`` and ``random_segment`` (a random proposal) verify the proposed segment; ``every_turn``
+        verifies every turn of that trajectory on its own; ``judge_only`` credits the proposal with
+        ``judge_only_estimate``, unverified.
         """
         stats, ablation = group.stats, self.prover.ablation
         spans = episode.turn_spans()
@@ -367,15 +333,15 @@ class EnvAgentLoop(AgentLoopBase):
             stats.update(positive=1.0, credit_sum=value)
             return group
         play = lambda turn, _i: self._continue_from(episode, turn, pool, adapter, sampling_params)  # noqa: E731
-        if ablation == "random_segment":
-            turns = [(proposal.start_turn, proposal.end_turn)]
-            run = verify_segment(proposal, episode.num_turns, episode.result.won, self.prover.k, play)
-        else:
+        if ablation == "every_turn":
             turns = [(t, t) for t in range(episode.num_turns)]
             run = verify_turns(episode.num_turns, episode.result.won, self.prover.k, play)
+        else:
+            turns = [(proposal.start_turn, proposal.end_turn)]
+            run = verify_segment(proposal, episode.num_turns, episode.result.won, self.prover.k, play)
         try:
             result = await asyncio.wait_for(run, timeout=self.prover.verify_timeout_s)
-        except (TimeoutError, asyncio.TimeoutError):
+        except (TimeoutError, asyncio.TimeoutError):  # distinct classes before Python 3.11
             stats["verify_timeout"] = 1.0
             return group
         except VerificationError as err:
@@ -394,6 +360,15 @@ class EnvAgentLoop(AgentLoopBase):
                 stats["credit_sum"] = stats.get("credit_sum", 0.0) + verification.estimate
                 start, end = segment_token_span(spans, first, last)
                 segments.append(SegmentCredit(proposal.traj_id, start, end, verification.before, verification.after))
+            logger.info(
+                "group %s: turns %d-%d of session %d, success %.2f -> %.2f",
+                uid,
+                first,
+                last,
+                proposal.traj_id,
+                verification.before.rate,
+                verification.after.rate,
+            )
         if segments:
             group.credits[proposal.traj_id] = segments
         return group

@@ -39,26 +39,35 @@ class ForkOutcome:
 
 
 @dataclasses.dataclass(frozen=True)
-class SegmentCredit:
-    """A verified segment of one trajectory: its token span and the fork outcomes around it.
+class TokenSpan:
+    """The token span of a credited segment of one trajectory.
 
     Attributes:
         row: Batch row (trajectory) the segment lies in.
         token_start: First response token of the segment.
         token_end: One past its last response token.
-        before: Continuations from the state before the segment.
-        after: Continuations from the state after it.
     """
 
     row: int
     token_start: int
     token_end: int
-    before: ForkOutcome
-    after: ForkOutcome
 
     def __post_init__(self):
         if self.row < 0 or not 0 <= self.token_start < self.token_end:
             raise ValueError(f"invalid segment row={self.row} tokens=[{self.token_start}, {self.token_end})")
+
+
+@dataclasses.dataclass(frozen=True)
+class SegmentCredit(TokenSpan):
+    """A verified segment: its token span (:class:`TokenSpan`) and the fork outcomes around it.
+
+    Attributes:
+        before: Continuations from the state before the segment.
+        after: Continuations from the state after it.
+    """
+
+    before: ForkOutcome
+    after: ForkOutcome
 
     @property
     def estimate(self) -> float:
@@ -72,24 +81,14 @@ class SegmentCredit:
 
 
 @dataclasses.dataclass(frozen=True)
-class FixedCredit:
+class FixedCredit(TokenSpan):
     """A segment credited with a fixed, unverified estimate (the judge-only ablation; TRIAGE-style credit).
 
     Attributes:
-        row: Batch row (trajectory) the segment lies in.
-        token_start: First response token of the segment.
-        token_end: One past its last response token.
         estimate: The credit it is given, without any continuation.
     """
 
-    row: int
-    token_start: int
-    token_end: int
     estimate: float
-
-    def __post_init__(self):
-        if self.row < 0 or not 0 <= self.token_start < self.token_end:
-            raise ValueError(f"invalid segment row={self.row} tokens=[{self.token_start}, {self.token_end})")
 
 
 def credit_tensor(

@@ -84,3 +84,27 @@ class Judge(abc.ABC):
             (``"no_pair"``, ``"malformed"``, ``"out_of_range"``, ``"empty"``, ``"too_long"``,
             ``"error"``); ``"ok"`` otherwise.
         """
+
+
+class PairJudge(Judge):
+    """A judge without an LLM that draws one success/failure pair of the group and the side to propose in.
+
+    Args:
+        segment_side: ``"success"`` or ``"failure"`` (the side of the pair the segment lies in), or ``"any"``
+            (drawn per group).
+        seed: Seed of the judge's own random draws.
+    """
+
+    def __init__(self, segment_side: str = "success", seed: int = 0):
+        if segment_side not in ("success", "failure", "any"):
+            raise ValueError(f"segment_side must be success, failure or any, got {segment_side!r}")
+        self.segment_side = segment_side
+        self.rng = random.Random(seed)
+
+    def draw(self, group: Sequence[Trajectory]) -> tuple[Trajectory, Trajectory, str] | None:
+        """``(success, failure, side)`` drawn from ``group``, or None if it lacks a success or a failure."""
+        pair = pick_pair(group, self.rng)
+        if pair is None:
+            return None
+        side = self.segment_side if self.segment_side != "any" else self.rng.choice(["success", "failure"])
+        return pair[0], pair[1], side

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 
-from prover_verl.judge.base import Judge, Proposal, Trajectory, pick_pair
+from prover_verl.judge.base import PairJudge, Proposal, Trajectory
 
 
 def first_divergence(success: Trajectory, failure: Trajectory, side: str = "success") -> Proposal | None:
@@ -25,19 +24,13 @@ def first_divergence(success: Trajectory, failure: Trajectory, side: str = "succ
     return Proposal(target.traj_id, turn, turn, reason=f"first turn where the actions differ ({turn})")
 
 
-class HeuristicJudge(Judge):
+class HeuristicJudge(PairJudge):
     """:func:`first_divergence` on a randomly drawn success/failure pair of the group."""
 
-    def __init__(self, segment_side: str = "success", seed: int = 0):
-        if segment_side not in ("success", "failure", "any"):
-            raise ValueError(f"segment_side must be success, failure or any, got {segment_side!r}")
-        self.segment_side = segment_side
-        self.rng = random.Random(seed)
-
     async def propose(self, group: Sequence[Trajectory]) -> tuple[Proposal | None, str]:
-        pair = pick_pair(group, self.rng)
-        if pair is None:
+        drawn = self.draw(group)
+        if drawn is None:
             return None, "no_pair"
-        side = self.segment_side if self.segment_side != "any" else self.rng.choice(["success", "failure"])
-        proposal = first_divergence(*pair, side=side)
+        success, failure, side = drawn
+        proposal = first_divergence(success, failure, side=side)
         return (proposal, "ok") if proposal is not None else (None, "empty")

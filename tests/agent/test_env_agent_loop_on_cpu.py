@@ -41,6 +41,11 @@ def to_batch(outputs):
     return DataProto.from_dict(tensors=tensors, non_tensors={"uid": np.array(["task-0"] * len(rows), dtype=object)})
 
 
+def batch_stats(batch):
+    """The ``prover/*`` metrics the trainer logs for ``batch``."""
+    return summarize({FIELD_PREFIX + k: batch.batch[FIELD_PREFIX + k] for k in STAT_KEYS})
+
+
 def policy_runs(mask):
     runs, start = [], None
     for i, m in enumerate([*mask.tolist(), 0]):
@@ -61,7 +66,7 @@ async def test_full_prover_step_matches_hand_computation(make_loop, make_config,
 
     # verification: before turn 0 the K=4 continuations alternate again -> 2/4; after turn 0 (went right) -> 4/4
     batch = to_batch(outputs)
-    stats = summarize({FIELD_PREFIX + k: batch.batch[FIELD_PREFIX + k] for k in STAT_KEYS})
+    stats = batch_stats(batch)
     assert stats["prover/groups"] == 1 and stats["prover/groups_with_proposal"] == 1
     assert stats["prover/verified_positive_rate"] == 1 and stats["prover/mean_estimate"] == pytest.approx(0.5)
     # main rollouts: 2 successes x 3 steps + 2 failures x 3 steps = 12; continuations: 4 from turn 0 (3 steps
@@ -136,7 +141,7 @@ async def test_one_failed_episode_under_prover_loses_only_its_row(make_loop, mak
     assert [r.prover_stats.get("session_failed", 0) for r in survivors] == [1, 0, 0]
     assert [r.prover_stats.get("groups", 0) for r in survivors] == [1, 0, 0]
     batch = to_batch(survivors)
-    assert summarize({FIELD_PREFIX + k: batch.batch[FIELD_PREFIX + k] for k in STAT_KEYS})["prover/session_failed"] == 1
+    assert batch_stats(batch)["prover/session_failed"] == 1
     config = make_config()
     with bind_credit(batch.batch[CREDIT_FIELD]):
         prover = compute_advantage(batch, adv_estimator="prover", config=config.algorithm)
@@ -188,7 +193,7 @@ async def test_ablation_judge_only_credits_the_proposal_unverified(make_loop, ma
     outputs = await run_group(make_loop, make_config(k=4, ablation="judge_only", judge_only_estimate=0.7), server)
     assert len(server.judge_prompts) == 1 and server.generations == 12 + 1  # main turns + the judge, no forks
     batch = to_batch(outputs)
-    stats = summarize({FIELD_PREFIX + k: batch.batch[FIELD_PREFIX + k] for k in STAT_KEYS})
+    stats = batch_stats(batch)
     assert stats["prover/verify_env_steps_frac"] == 0 and stats["prover/mean_credit"] == pytest.approx(0.7)
     (row,) = [i for i, o in enumerate(outputs) if any(o.prover_credit)]
     mask = batch.batch["response_mask"][row]
@@ -203,7 +208,7 @@ async def test_ablation_every_turn_verifies_each_turn_once(make_loop, make_confi
     outputs = await run_group(make_loop, make_config(k=4, ablation="every_turn"), server)
     assert not server.judge_prompts  # no judge
     batch = to_batch(outputs)
-    stats = summarize({FIELD_PREFIX + k: batch.batch[FIELD_PREFIX + k] for k in STAT_KEYS})
+    stats = batch_stats(batch)
     # a success's fork points 0, 1, 2: V = 2/4 (the fork alternates), 4/4, 4/4, then its own outcome 1, so the
     # estimates are 0.5, 0, 0; continuations 4 x (3 + 2 + 1) = 24 env steps against 12 of the main rollouts
     assert stats["prover/verified_positive_rate"] == pytest.approx(1 / 3)
@@ -223,7 +228,7 @@ async def test_ablation_random_segment_is_verified_without_a_judge(make_loop, ma
     outputs = await run_group(make_loop, make_config(k=4, ablation="random_segment"), server)
     assert not server.judge_prompts
     batch = to_batch(outputs)
-    stats = summarize({FIELD_PREFIX + k: batch.batch[FIELD_PREFIX + k] for k in STAT_KEYS})
+    stats = batch_stats(batch)
     assert stats["prover/groups_with_proposal"] == 1 and batch.batch[FIELD_PREFIX + "verified"].sum() == 1
     # only a segment starting at the fork (turn 0) gains: 2/4 -> 4/4 (or the success itself); any later one is 0
     credited = [i for i, o in enumerate(outputs) if any(o.prover_credit)]
@@ -231,3 +236,15 @@ async def test_ablation_random_segment_is_verified_without_a_judge(make_loop, ma
     for row in credited:
         first = policy_runs(batch.batch["response_mask"][row])[0]
         assert batch.batch[CREDIT_FIELD][row][first[0]] == 0.5
+
+
+def test_a_rows_split_selects_envs_of_that_split(tmp_path):
+    # validation rows list tasks of another split (ALFWorld valid_unseen): their envs must be built for it, not for
+    # env.kwargs' split (the CPU smoke's step-2 validation failed on exactly this)
+    from prover_verl.config import EnvConfig
+
+    env = EnvConfig(name="toy", kwargs={"split": "train", "max_steps": 5})
+    train, val = env_agent_loop.get_env_pool("toy", env), env_agent_loop.get_env_pool("toy", env, "valid_unseen")
+    assert train.env_kwargs == {"split": "train", "max_steps": 5}
+    assert val.env_kwargs == {"split": "valid_unseen", "max_steps": 5}
+    assert env_agent_loop.get_env_pool("toy", env, "valid_unseen") is val

@@ -4,6 +4,7 @@ import multiprocessing
 import time
 
 import pytest
+import ray
 
 
 def _run_in_spawned_child(code: str, scope: dict, timeout_s: float = 120.0):
@@ -30,3 +31,14 @@ def _run_in_spawned_child(code: str, scope: dict, timeout_s: float = 120.0):
 def run_in_spawned_child():
     """The function :func:`_run_in_spawned_child`."""
     return _run_in_spawned_child
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A local Ray cluster of 4 CPUs for the module's pool tests (or the one already running), shut down after."""
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    yield
+    if started:
+        ray.shutdown()

@@ -14,7 +14,6 @@ import signal
 import time
 
 import pytest
-import ray
 
 import envs
 from envs.local_pool import LocalEnvPool
@@ -24,14 +23,7 @@ from envs.toy import ToyEnv
 envs.register_env("toy", "envs.toy:ToyEnv")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def ray_cluster():
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
-    yield
-    if started:
-        ray.shutdown()
+pytestmark = pytest.mark.usefixtures("ray_cluster")
 
 
 @pytest.fixture

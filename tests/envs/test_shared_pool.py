@@ -11,14 +11,7 @@ from envs.shared_pool import SharedEnvPool, shared_pool_name
 envs.register_env("toy", "envs.toy:ToyEnv")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def ray_cluster():
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
-    yield
-    if started:
-        ray.shutdown()
+pytestmark = pytest.mark.usefixtures("ray_cluster")
 
 
 @ray.remote(num_cpus=0)

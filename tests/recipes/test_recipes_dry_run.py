@@ -23,16 +23,20 @@ def data_dir(tmp_path_factory) -> Path:
     return path
 
 
-def dry_run(recipe: str, cwd: Path, data_dir: Path, *overrides: str, **variables: str) -> dict:
-    env = {**os.environ, "MODEL_PATH": "/models/qwen", "DATA_DIR": str(data_dir), **variables}
-    out = subprocess.run(
-        ["bash", str(ROOT / "recipes" / recipe), "--dry-run", SDPA, *overrides],
+def run_recipe(recipe: str, cwd: Path, *args: str, **variables: str) -> subprocess.CompletedProcess:
+    """``bash recipes/<recipe> args`` with the environment ``variables`` (MODEL_PATH defaults to a fake path)."""
+    return subprocess.run(
+        ["bash", str(ROOT / "recipes" / recipe), *args],
         capture_output=True,
         text=True,
-        env=env,
+        env={**os.environ, "MODEL_PATH": "/models/qwen", **variables},
         timeout=300,
         cwd=cwd,  # hydra writes its outputs/ folder here
     )
+
+
+def dry_run(recipe: str, cwd: Path, data_dir: Path, *overrides: str, **variables: str) -> dict:
+    out = run_recipe(recipe, cwd, "--dry-run", SDPA, *overrides, DATA_DIR=str(data_dir), **variables)
     assert out.returncode == 0, out.stderr[-3000:]
     return yaml.safe_load(out.stdout)
 
@@ -70,29 +74,13 @@ def test_prover_and_grpo_recipes_differ_only_in_the_estimator(tmp_path, data_dir
 
 
 def test_bad_prover_key_fails_the_dry_run(tmp_path):
-    env = {**os.environ, "MODEL_PATH": "/models/qwen"}
-    out = subprocess.run(
-        ["bash", str(ROOT / "recipes/searchqa/run_prover_qwen3.5_4b.sh"), "--dry-run", "algorithm.prover.k=0"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        cwd=tmp_path,
-    )
+    out = run_recipe("searchqa/run_prover_qwen3.5_4b.sh", tmp_path, "--dry-run", "algorithm.prover.k=0")
     assert out.returncode != 0 and "algorithm.prover.k must be an integer >= 1" in out.stderr
 
 
 @pytest.mark.skipif(importlib.util.find_spec("flash_attn") is not None, reason="flash-attn is installed here")
 def test_dry_run_fails_when_the_attention_implementation_is_not_installed(tmp_path):
-    env = {**os.environ, "MODEL_PATH": "/models/qwen", "DATA_DIR": "/data/x"}
-    out = subprocess.run(
-        ["bash", str(ROOT / "recipes/alfworld/run_grpo_qwen3.5_2b.sh"), "--dry-run"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        cwd=tmp_path,
-    )
+    out = run_recipe("alfworld/run_grpo_qwen3.5_2b.sh", tmp_path, "--dry-run", DATA_DIR="/data/x")
     assert out.returncode != 0 and "attn_implementation=flash_attention_2 (verl's default)" in out.stderr
     assert "pip install flash-attn==" in out.stderr
 
@@ -108,16 +96,8 @@ def test_eval_recipe_resolves_greedy_validation_of_each_checkpoint(tmp_path):
     ckpts = [tmp_path / "grpo" / "global_step_150", tmp_path / "prover" / "global_step_150"]
     for ckpt in ckpts:
         ckpt.mkdir(parents=True)
-    env = {**os.environ, "MODEL_PATH": "/models/qwen", "DATA_DIR": "/data/x", "OUT": "eval_out"}
     args = ["alfworld", f"GRPO={ckpts[0]}/", "--dry-run", f"ProVer={ckpts[1]}", "--", SDPA]
-    out = subprocess.run(
-        ["bash", str(ROOT / "recipes/eval/run_eval.sh"), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        cwd=tmp_path,
-    )
+    out = run_recipe("eval/run_eval.sh", tmp_path, *args, DATA_DIR="/data/x", OUT="eval_out")
     assert out.returncode == 0, out.stderr[-3000:]
     # one resolved config per checkpoint, printed one after the other
     for name, ckpt in zip(("GRPO", "ProVer"), ckpts, strict=True):
@@ -164,15 +144,7 @@ def test_recipe_batch_larger_than_the_shipped_alfworld_set_fails_naming_the_size
         timeout=300,
         env=shipped_data_env(),
     )
-    env = {**os.environ, "MODEL_PATH": "/models/qwen", "DATA_DIR": str(tmp_path / "d")}
-    out = subprocess.run(
-        ["bash", str(ROOT / "recipes/alfworld/run_grpo_qwen3.5_2b.sh"), "--dry-run", SDPA],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        cwd=tmp_path,
-    )
+    out = run_recipe("alfworld/run_grpo_qwen3.5_2b.sh", tmp_path, "--dry-run", SDPA, DATA_DIR=str(tmp_path / "d"))
     assert out.returncode != 0
     assert "hold 12 rows, fewer than one batch (data.train_batch_size=16)" in out.stderr
 
