@@ -10,12 +10,14 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from prover_verl.judge.base import SegmentSide
+from prover_verl.judge.registry import judge_types
+
 PREFIX = "algorithm.prover"
-SEGMENT_SIDES = ("success", "failure", "any")
+SEGMENT_SIDES = tuple(side.value for side in SegmentSide)
 # none: ProVer; judge_only: the judge's segment credited unverified with judge_only_estimate; random_segment: a
 # random segment, verified; every_turn: every turn of the pair's trajectory verified (exhaustive)
 ABLATIONS = ("none", "judge_only", "random_segment", "every_turn")
-JUDGE_TYPES = ("policy", "openai", "heuristic")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,8 +25,9 @@ class JudgeConfig:
     """The agentic judge that proposes segments (``algorithm.prover.judge``).
 
     Attributes:
-        type: ``policy`` (the policy's own rollout server), ``openai`` (any OpenAI-compatible endpoint at
-            ``url``) or ``heuristic`` (first turn where a success and a failure diverge; no LLM).
+        type: A registered judge (:mod:`prover_verl.judge.registry`): ``policy`` (the policy's own rollout
+            server), ``openai`` (any OpenAI-compatible endpoint at ``url``) or ``heuristic`` (first turn where a
+            success and a failure diverge; no LLM).
         url: Base URL of the OpenAI-compatible endpoint (``type=openai``), e.g. ``http://host:8000/v1``.
         model: Model name sent to that endpoint.
         api_key_env: Name of the environment variable holding its API key (the key itself never sits in config);
@@ -61,8 +64,9 @@ class ProverConfig:
         k: Continuations sampled from each fork point (before and after the segment).
         coef: Scale of the verified credit added to the GRPO advantage.
         min_estimate: Only estimates strictly above it are credited (0: every positive estimate).
-        segment_side: Which trajectory the judge's segment must lie in: the ``success`` of the pair (credit
-            the decision that made it succeed), the ``failure``, or ``any``.
+        segment_side: Which trajectory the judge's segment must lie in (a
+            :class:`~prover_verl.judge.base.SegmentSide`; a plain string is converted): the ``success`` of the pair
+            (credit the decision that made it succeed), the ``failure``, or ``any``.
         max_segments_per_step: Most groups verified per training step by each agent-loop worker (verl runs
             ``rollout.agent.num_workers`` of them; -1: no limit).
         max_continuation_turns: Most turns one continuation may take (None: up to the env's own limit).
@@ -78,7 +82,7 @@ class ProverConfig:
     k: int = 2
     coef: float = 2.0
     min_estimate: float = 0.0
-    segment_side: str = "success"
+    segment_side: SegmentSide = SegmentSide.SUCCESS
     max_segments_per_step: int = -1
     max_continuation_turns: int | None = None
     verify_timeout_s: float = 900.0
@@ -96,6 +100,7 @@ class ProverConfig:
             "a number in [0, 1)",
         )
         _check(self.segment_side in SEGMENT_SIDES, "segment_side", self.segment_side, f"one of {SEGMENT_SIDES}")
+        object.__setattr__(self, "segment_side", SegmentSide(self.segment_side))  # frozen: set once, as the enum
         _check(
             isinstance(self.max_segments_per_step, int)
             and (self.max_segments_per_step == -1 or self.max_segments_per_step >= 1),
@@ -136,7 +141,7 @@ class ProverConfig:
             f"above min_estimate={self.min_estimate} (else nothing is ever credited)",
         )
         j = self.judge
-        _check(j.type in JUDGE_TYPES, "judge.type", j.type, f"one of {JUDGE_TYPES}")
+        _check(j.type in judge_types(), "judge.type", j.type, f"one of the registered judges {judge_types()}")
         _check(j.type != "openai" or bool(j.url), "judge.url", j.url, "set when judge.type=openai")
         _check(j.type != "openai" or bool(j.model), "judge.model", j.model, "set when judge.type=openai")
         _check(_is_int(j.max_retries) and j.max_retries >= 0, "judge.max_retries", j.max_retries, "an integer >= 0")

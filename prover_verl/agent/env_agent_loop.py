@@ -11,9 +11,7 @@ field of its output.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import json
 import logging
 import os
 import zlib
@@ -27,16 +25,16 @@ from prover_verl.agent import AGENT_NAME
 from prover_verl.agent.adapters import PromptAdapter, make_adapter
 from prover_verl.agent.episode import Conversation, Episode, PlayResult, TurnMark
 from prover_verl.agent.group import GroupRendezvous, GroupResult
+from prover_verl.agent.pools import get_env_pool
 from prover_verl.config import EnvConfig, ProverConfig
-from prover_verl.core import FixedCredit, SegmentCredit, credit_tensor, segment_token_span
+from prover_verl.core import credit_tensor
 from prover_verl.core.gigpo import turn_fields
 from prover_verl.credit_channel import CREDIT_FIELD
+from prover_verl.eval.episode_log import log_episode
 from prover_verl.gigpo import NAME as GIGPO
 from prover_verl.gigpo import STATE_FIELD, TURNS_FIELD
-from prover_verl.judge.llm import make_judge
-from prover_verl.judge.random_segment import RandomSegmentJudge
-from prover_verl.metrics import FIELD_PREFIX, STAT_KEYS
-from prover_verl.verify import Continuation, VerificationError, verify_segment, verify_turns
+from prover_verl.metrics import FIELD_PREFIX, STAT_KEYS, ProverStats
+from prover_verl.verify import Continuation, group_step, select_judge
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
@@ -44,7 +42,6 @@ logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
 
 # Process-wide state shared by the agent-loop instances of one verl AgentLoopWorker (one instance per sample).
 _RENDEZVOUS: GroupRendezvous | None = None
-_POOLS: dict[tuple, Any] = {}
 _BUDGET: dict[int, int] = {}  # global step -> groups verified in this worker
 
 
@@ -53,33 +50,6 @@ def _rendezvous() -> GroupRendezvous:
     if _RENDEZVOUS is None:
         _RENDEZVOUS = GroupRendezvous()
     return _RENDEZVOUS
-
-
-def get_env_pool(env_name: str, env: EnvConfig, split: str | None = None):
-    """The pool for ``env_name``'s ``split``: in-process threads, or, if ``env.pool_workers > 0``, the node's Ray env
-    pool of ``env.pool_workers`` env processes, which every agent-loop worker of the node shares.
-
-    ``split`` (a data row's ``extra_info.split``) overrides ``env.kwargs['split']``: a row's task id belongs to the
-    split it was listed from, so validation rows (e.g. ALFWorld ``valid_unseen``) get envs of their own split.
-    """
-    kwargs = dict(env.kwargs) if split is None else {**env.kwargs, "split": split}
-    key = (env_name, repr(sorted(kwargs.items())), env.pool_workers)
-    if key not in _POOLS:
-        if env.pool_workers > 0:
-            from envs.shared_pool import SharedEnvPool
-
-            _POOLS[key] = SharedEnvPool(
-                env_name,
-                kwargs,
-                num_workers=env.pool_workers,
-                call_timeout_s=env.call_timeout_s,
-                start_timeout_s=env.start_timeout_s,
-            )
-        else:
-            from envs.local_pool import LocalEnvPool
-
-            _POOLS[key] = LocalEnvPool(env_name, kwargs)
-    return _POOLS[key]
 
 
 class ProverAgentLoopOutput(AgentLoopOutput):
@@ -149,8 +119,16 @@ class EnvAgentLoop(AgentLoopBase):
                 uid, self.group_size, episode, process, timeout_s=4 * self.prover.verify_timeout_s
             )
         if train_row is not None and not train_row and self.env_config.eval_log_dir:  # validation rows, any estimator
-            env_name = extra.get("env", self.env_config.name)
-            _log_episode(self.env_config.eval_log_dir, env_name, extra, episode, kwargs.get("global_steps", -1))
+            log_episode(
+                self.env_config.eval_log_dir,
+                step=kwargs.get("global_steps", -1),
+                env=extra.get("env", self.env_config.name),
+                extra=extra,
+                outcome=_outcome(episode.result),
+                reward=episode.result.reward,
+                turns=episode.num_turns,
+                stop=episode.result.stop,
+            )
         return self._output(episode, group, verify)
 
     async def _rollout(self, extra: dict, session_id, sampling_params: dict[str, Any]):
@@ -274,6 +252,7 @@ class EnvAgentLoop(AgentLoopBase):
         return Continuation(result.won, result.env_steps, result.gen_tokens)
 
     def _take_budget(self, global_steps: int) -> bool:
+        # engine glue: the budget is per agent-loop worker process and training step, which only verl knows
         if global_steps not in _BUDGET:
             _BUDGET.clear()  # a new training step
         used = _BUDGET.get(global_steps, 0)
@@ -285,92 +264,29 @@ class EnvAgentLoop(AgentLoopBase):
     async def _process_group(
         self, episodes: dict[int, Episode], pool, adapter: PromptAdapter, sampling_params: dict, kwargs: dict
     ) -> GroupResult:
-        """Propose, verify and credit one complete group."""
-        stats: dict[str, float] = {"groups": 1.0}
-        group = GroupResult(stats=stats)
-        trajectories = [episodes[s].trajectory() for s in sorted(episodes)]
-        if not (any(t.success for t in trajectories) and not all(t.success for t in trajectories)):
-            stats["judge_no_pair"] = 1.0
-            return group
-        stats["pairs"] = 1.0
-        if not self._take_budget(int(kwargs.get("global_steps", -1))):
-            stats["skipped_budget"] = 1.0
-            return group
-        seed = zlib.crc32(str(kwargs.get("uid")).encode())  # the group's pair draw is reproducible
-        if self.prover.ablation in ("random_segment", "every_turn"):  # ablations: no judge
-            judge = RandomSegmentJudge(self.prover.segment_side, seed=seed)
-        else:
-            judge = make_judge(
-                self.prover.judge,
-                self.prover.segment_side,
-                server_manager=self.server_manager,
-                tokenizer=self.tokenizer,
-                chat_template_kwargs=self.apply_chat_template_kwargs,
-                seed=seed,
-            )
-        proposal, status = await judge.propose(trajectories)
-        stats[f"judge_{status}"] = 1.0
-        if proposal is None:
-            return group
-        return await self._verify_and_credit(
-            episodes[proposal.traj_id], proposal, group, pool, adapter, sampling_params, kwargs.get("uid")
+        """Run :func:`~prover_verl.verify.group_step` on one complete group (``traj_id`` = session id); the
+        continuations are LLM rollouts from the recorded env snapshots, the budget and the timeout this worker's."""
+        uid = kwargs.get("uid")
+        judge = select_judge(
+            self.prover,
+            seed=zlib.crc32(str(uid).encode()),  # the group's pair draw is reproducible
+            server_manager=self.server_manager,
+            tokenizer=self.tokenizer,
+            chat_template_kwargs=self.apply_chat_template_kwargs,
         )
-
-    async def _verify_and_credit(
-        self, episode: Episode, proposal, group: GroupResult, pool, adapter: PromptAdapter, sampling_params: dict, uid
-    ) -> GroupResult:
-        """Verify the proposal on its trajectory and credit what verifies positive, as ``algorithm.prover.ablation``
-        says: ``none`` and ``random_segment`` (a random proposal) verify the proposed segment; ``every_turn``
-        verifies every turn of that trajectory on its own; ``judge_only`` credits the proposal with
-        ``judge_only_estimate``, unverified.
-        """
-        stats, ablation = group.stats, self.prover.ablation
-        spans = episode.turn_spans()
-        if ablation == "judge_only":
-            start, end = segment_token_span(spans, proposal.start_turn, proposal.end_turn)
-            value = self.prover.judge_only_estimate
-            group.credits[proposal.traj_id] = [FixedCredit(proposal.traj_id, start, end, value)]
-            stats.update(positive=1.0, credit_sum=value)
-            return group
-        play = lambda turn, _i: self._continue_from(episode, turn, pool, adapter, sampling_params)  # noqa: E731
-        if ablation == "every_turn":
-            turns = [(t, t) for t in range(episode.num_turns)]
-            run = verify_turns(episode.num_turns, episode.result.won, self.prover.k, play)
-        else:
-            turns = [(proposal.start_turn, proposal.end_turn)]
-            run = verify_segment(proposal, episode.num_turns, episode.result.won, self.prover.k, play)
-        try:
-            result = await asyncio.wait_for(run, timeout=self.prover.verify_timeout_s)
-        except (TimeoutError, asyncio.TimeoutError):  # distinct classes before Python 3.11
-            stats["verify_timeout"] = 1.0
-            return group
-        except VerificationError as err:
-            logger.warning("%s", err)
-            stats["verify_failed"] = 1.0
-            return group
-        verifications = result if isinstance(result, list) else [result]
-        segments = []
-        for (first, last), verification in zip(turns, verifications, strict=True):
-            stats["verified"] = stats.get("verified", 0.0) + 1.0  # per verified segment, as the rates read it
-            stats["estimate_sum"] = stats.get("estimate_sum", 0.0) + verification.estimate
-            stats["verify_env_steps"] = stats.get("verify_env_steps", 0.0) + verification.env_steps
-            stats["verify_gen_tokens"] = stats.get("verify_gen_tokens", 0.0) + verification.gen_tokens
-            if verification.estimate > self.prover.min_estimate:
-                stats["positive"] = stats.get("positive", 0.0) + 1.0
-                stats["credit_sum"] = stats.get("credit_sum", 0.0) + verification.estimate
-                start, end = segment_token_span(spans, first, last)
-                segments.append(SegmentCredit(proposal.traj_id, start, end, verification.before, verification.after))
-            logger.info(
-                "group %s: turns %d-%d of session %d, success %.2f -> %.2f",
-                uid,
-                first,
-                last,
-                proposal.traj_id,
-                verification.before.rate,
-                verification.after.rate,
-            )
-        if segments:
-            group.credits[proposal.traj_id] = segments
+        step = await group_step(
+            [episodes[s].trajectory() for s in sorted(episodes)],
+            judge,
+            self.prover,
+            lambda session, turn, _i: self._continue_from(episodes[session], turn, pool, adapter, sampling_params),
+            lambda session: episodes[session].turn_spans(),
+            admit=lambda: self._take_budget(int(kwargs.get("global_steps", -1))),
+            timeout_s=self.prover.verify_timeout_s,
+            label=uid,
+        )
+        group = GroupResult(stats=step.stats)
+        for credit in step.credits:
+            group.credits.setdefault(credit.row, []).append(credit)
         return group
 
     def _output(self, episode: Episode, group: GroupResult, verify: bool) -> ProverAgentLoopOutput:
@@ -385,9 +301,10 @@ class EnvAgentLoop(AgentLoopBase):
                 for seg in group.credits.get(episode.session_id, [])
                 if seg.token_start < length
             ]
-            credit = credit_tensor(segments, torch.tensor([mask]), self.prover.min_estimate)[0].tolist()
-        stats = dict(group.stats) if episode.session_id == group.reporter else {}
-        stats.update(env_steps=float(episode.result.env_steps), gen_tokens=float(episode.result.gen_tokens))
+            credit = credit_tensor(segments, torch.tensor([mask]))[0].tolist()  # group_step kept only credited ones
+        own = {"env_steps": episode.result.env_steps, "gen_tokens": episode.result.gen_tokens}
+        reported = group.stats if episode.session_id == group.reporter else ProverStats()
+        stats = dataclasses.replace(reported, **own).as_dict()
         return ProverAgentLoopOutput(
             prompt_ids=conv.token_ids[: conv.prompt_len],
             response_ids=response_ids,
@@ -441,21 +358,3 @@ def _outcome(result: PlayResult) -> dict[str, float]:
         if key not in outcome and isinstance(value, int | float) and not isinstance(value, bool):
             outcome[key] = float(value)
     return outcome
-
-
-def _log_episode(log_dir: str, env_name: str, extra: dict, episode: Episode, global_steps) -> None:
-    """Append a validation episode to ``<log_dir>/episodes-<pid>.jsonl`` (one file per process, no interleaving)."""
-    record = {
-        **_outcome(episode.result),  # first: the env's own keys (its "step" is a turn count) must not win
-        "step": int(global_steps),
-        "env": env_name,
-        "task_id": str(extra.get("task_id")),
-        "category": extra.get("category"),
-        "split": extra.get("split"),
-        "reward": episode.result.reward,
-        "turns": episode.num_turns,
-        "stop": episode.result.stop,
-    }
-    os.makedirs(log_dir, exist_ok=True)
-    with open(os.path.join(log_dir, f"episodes-{os.getpid()}.jsonl"), "a") as f:
-        f.write(json.dumps(record) + "\n")

@@ -14,7 +14,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from prover_verl.agent.episode import Episode
-from prover_verl.core import SegmentCredit
+from prover_verl.core import FixedCredit, SegmentCredit
+from prover_verl.metrics import ProverStats
 
 
 @dataclasses.dataclass
@@ -22,13 +23,13 @@ class GroupResult:
     """The outcome of ProVer on one group.
 
     Attributes:
-        credits: ``session_id -> verified segments`` (credited ones) in that session's trajectory.
-        stats: Group-level counters and values for the trainer's metrics.
+        credits: ``session_id -> credited segments`` in that session's trajectory.
+        stats: The group's counters for the trainer's metrics.
         reporter: The session whose row carries ``stats`` (the lowest one that handed in an episode).
     """
 
-    credits: dict[int, list[SegmentCredit]] = dataclasses.field(default_factory=dict)
-    stats: dict[str, float] = dataclasses.field(default_factory=dict)
+    credits: dict[int, list[SegmentCredit | FixedCredit]] = dataclasses.field(default_factory=dict)
+    stats: ProverStats = dataclasses.field(default_factory=ProverStats)
     reporter: int = 0
 
 
@@ -120,7 +121,7 @@ class GroupRendezvous:
 
 
 def _skipped(group: _Group) -> GroupResult:
-    stats = {"groups": 1.0, "session_failed": float(group.aborted)}
+    stats = ProverStats(groups=1, session_failed=group.aborted)
     return GroupResult(stats=stats, reporter=min(group.episodes, default=0))
 
 

@@ -1,6 +1,25 @@
-"""Segment proposal: judges that point at the turns most likely behind a group's divergent outcomes."""
+"""Segment proposal: judges that point at the turns most likely behind a group's divergent outcomes.
 
-from prover_verl.judge.base import Judge, Proposal, Trajectory, check_proposal, pick_pair
+Importing the package registers the built-in judges (``policy``, ``openai``, ``heuristic``) in
+:mod:`prover_verl.judge.registry`.
+"""
+
+from prover_verl.judge import llm as _llm  # noqa: F401  (registers policy and openai)
+from prover_verl.judge.base import Judge, JudgeStatus, Proposal, SegmentSide, Trajectory, check_proposal, pick_pair
 from prover_verl.judge.heuristic import HeuristicJudge, first_divergence
+from prover_verl.judge.registry import judge_types, make_judge, register_judge
 
-__all__ = ["HeuristicJudge", "Judge", "Proposal", "Trajectory", "check_proposal", "first_divergence", "pick_pair"]
+__all__ = [
+    "HeuristicJudge",
+    "Judge",
+    "JudgeStatus",
+    "Proposal",
+    "SegmentSide",
+    "Trajectory",
+    "check_proposal",
+    "first_divergence",
+    "judge_types",
+    "make_judge",
+    "pick_pair",
+    "register_judge",
+]

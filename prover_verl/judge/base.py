@@ -4,8 +4,36 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import enum
 import random
 from collections.abc import Sequence
+
+
+class SegmentSide(enum.StrEnum):
+    """Which trajectory of the success/failure pair a proposed segment must lie in (``algorithm.prover.segment_side``).
+
+    A str enum, so configs, JSON and metric names keep the plain values.
+    """
+
+    SUCCESS = "success"  # credit the decision that made the success succeed
+    FAILURE = "failure"
+    ANY = "any"  # drawn per group
+
+    def admits(self, success: bool) -> bool:
+        """Whether a trajectory with outcome ``success`` lies on this side."""
+        return self is SegmentSide.ANY or success == (self is SegmentSide.SUCCESS)
+
+
+class JudgeStatus(enum.StrEnum):
+    """Why a judge returned what it did; each is counted in the metric ``prover/judge_<value>``."""
+
+    OK = "ok"  # a usable proposal
+    NO_PAIR = "no_pair"  # the group lacks a success or a failure
+    MALFORMED = "malformed"  # the answer could not be parsed
+    OUT_OF_RANGE = "out_of_range"  # the answer names a trajectory or turns it may not
+    EMPTY = "empty"  # no segment exists or was named
+    TOO_LONG = "too_long"  # the prompt exceeds its budget
+    ERROR = "error"  # the request to the judge model failed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,13 +104,12 @@ class Judge(abc.ABC):
     """Proposes the segment most likely responsible for a group's divergent outcomes."""
 
     @abc.abstractmethod
-    async def propose(self, group: Sequence[Trajectory]) -> tuple[Proposal | None, str]:
+    async def propose(self, group: Sequence[Trajectory]) -> tuple[Proposal | None, JudgeStatus]:
         """Propose one segment for ``group``.
 
         Returns:
-            ``(proposal, status)``: the proposal, or None with a status saying why there is none
-            (``"no_pair"``, ``"malformed"``, ``"out_of_range"``, ``"empty"``, ``"too_long"``,
-            ``"error"``); ``"ok"`` otherwise.
+            ``(proposal, status)``: the proposal and :attr:`JudgeStatus.OK`, or None with the status saying why
+            there is none.
         """
 
 
@@ -90,21 +117,30 @@ class PairJudge(Judge):
     """A judge without an LLM that draws one success/failure pair of the group and the side to propose in.
 
     Args:
-        segment_side: ``"success"`` or ``"failure"`` (the side of the pair the segment lies in), or ``"any"``
-            (drawn per group).
+        segment_side: The side of the pair the segment lies in (:class:`SegmentSide`; ``any``: drawn per group).
         seed: Seed of the judge's own random draws.
     """
 
-    def __init__(self, segment_side: str = "success", seed: int = 0):
-        if segment_side not in ("success", "failure", "any"):
-            raise ValueError(f"segment_side must be success, failure or any, got {segment_side!r}")
-        self.segment_side = segment_side
+    def __init__(self, segment_side: SegmentSide | str = SegmentSide.SUCCESS, seed: int = 0):
+        self.segment_side = segment_side_of(segment_side)
         self.rng = random.Random(seed)
 
-    def draw(self, group: Sequence[Trajectory]) -> tuple[Trajectory, Trajectory, str] | None:
+    def draw(self, group: Sequence[Trajectory]) -> tuple[Trajectory, Trajectory, SegmentSide] | None:
         """``(success, failure, side)`` drawn from ``group``, or None if it lacks a success or a failure."""
         pair = pick_pair(group, self.rng)
         if pair is None:
             return None
-        side = self.segment_side if self.segment_side != "any" else self.rng.choice(["success", "failure"])
-        return pair[0], pair[1], side
+        return pair[0], pair[1], draw_side(self.segment_side, self.rng)
+
+
+def segment_side_of(value: SegmentSide | str) -> SegmentSide:
+    """``value`` as a :class:`SegmentSide`; a ValueError naming the allowed values otherwise."""
+    try:
+        return SegmentSide(value)
+    except ValueError:
+        raise ValueError(f"segment_side must be one of {[s.value for s in SegmentSide]}, got {value!r}") from None
+
+
+def draw_side(side: SegmentSide, rng: random.Random) -> SegmentSide:
+    """``side`` itself, or for :attr:`SegmentSide.ANY` the success or the failure, drawn with ``rng``."""
+    return side if side is not SegmentSide.ANY else rng.choice([SegmentSide.SUCCESS, SegmentSide.FAILURE])

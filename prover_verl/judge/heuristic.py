@@ -4,19 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from prover_verl.judge.base import PairJudge, Proposal, Trajectory
+from prover_verl.judge.base import JudgeStatus, PairJudge, Proposal, SegmentSide, Trajectory
+from prover_verl.judge.registry import register_judge
 
 
-def first_divergence(success: Trajectory, failure: Trajectory, side: str = "success") -> Proposal | None:
+def first_divergence(
+    success: Trajectory, failure: Trajectory, side: SegmentSide | str = SegmentSide.SUCCESS
+) -> Proposal | None:
     """Propose the first turn at which ``success`` and ``failure`` take different actions.
 
     The segment is that single turn, in the success (``side="success"``) or the failure (``side="failure"``).
     Returns None if one action sequence is a prefix of the other within the shorter length and the divergence
     turn does not exist in the chosen trajectory.
     """
-    if side not in ("success", "failure"):
+    if side not in (SegmentSide.SUCCESS, SegmentSide.FAILURE):
         raise ValueError(f"side must be 'success' or 'failure', got {side!r}")
-    target = success if side == "success" else failure
+    target = success if side == SegmentSide.SUCCESS else failure
     shared = min(success.num_turns, failure.num_turns)
     turn = next((t for t in range(shared) if success.actions[t].strip() != failure.actions[t].strip()), shared)
     if turn >= target.num_turns:
@@ -27,10 +30,15 @@ def first_divergence(success: Trajectory, failure: Trajectory, side: str = "succ
 class HeuristicJudge(PairJudge):
     """:func:`first_divergence` on a randomly drawn success/failure pair of the group."""
 
-    async def propose(self, group: Sequence[Trajectory]) -> tuple[Proposal | None, str]:
+    async def propose(self, group: Sequence[Trajectory]) -> tuple[Proposal | None, JudgeStatus]:
         drawn = self.draw(group)
         if drawn is None:
-            return None, "no_pair"
+            return None, JudgeStatus.NO_PAIR
         success, failure, side = drawn
         proposal = first_divergence(success, failure, side=side)
-        return (proposal, "ok") if proposal is not None else (None, "empty")
+        return (proposal, JudgeStatus.OK) if proposal is not None else (None, JudgeStatus.EMPTY)
+
+
+@register_judge("heuristic")
+def _heuristic(config, segment_side: SegmentSide, seed: int | None = None, **_context) -> HeuristicJudge:
+    return HeuristicJudge(segment_side, seed=seed or 0)

@@ -8,13 +8,16 @@ import logging
 import os
 import random
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
-from prover_verl.config import JudgeConfig
-from prover_verl.judge.base import Judge, Proposal, Trajectory, pick_pair
+from prover_verl.judge.base import Judge, JudgeStatus, Proposal, SegmentSide, Trajectory, pick_pair, segment_side_of
 from prover_verl.judge.parse import parse_answer
 from prover_verl.judge.prompt import PromptTooLong, build_prompt
+from prover_verl.judge.registry import register_judge
+
+if TYPE_CHECKING:  # config imports the judge package (for the registry and the enums), so only for annotations
+    from prover_verl.config import JudgeConfig
 
 logger = logging.getLogger(__name__)
 
@@ -103,57 +106,59 @@ class LLMJudge(Judge):
     """
 
     def __init__(
-        self, backend: ChatBackend, config: JudgeConfig, segment_side: str = "success", seed: int | None = None
+        self,
+        backend: ChatBackend,
+        config: JudgeConfig,
+        segment_side: SegmentSide | str = SegmentSide.SUCCESS,
+        seed: int | None = None,
     ):
         self.backend = backend
         self.config = config
-        self.segment_side = segment_side
+        self.segment_side = segment_side_of(segment_side)
         self.rng = random.Random(seed)
 
-    async def propose(self, group: Sequence[Trajectory]) -> tuple[Proposal | None, str]:
+    async def propose(self, group: Sequence[Trajectory]) -> tuple[Proposal | None, JudgeStatus]:
         pair = pick_pair(group, self.rng)
         if pair is None:
-            return None, "no_pair"
+            return None, JudgeStatus.NO_PAIR
         try:
             prompt = build_prompt(
                 *pair, self.segment_side, self.rng, self.config.max_obs_chars, self.config.max_prompt_chars
             )
         except PromptTooLong as err:  # a request past the model's context would fail anyway; counted apart
             logger.warning("judge prompt skipped: %s", err)
-            return None, "too_long"
+            return None, JudgeStatus.TOO_LONG
         try:
             text = await self.backend.complete(prompt.messages)
         except Exception as err:  # a judge outage must not stop training; it is counted as status "error"
             logger.warning("judge request failed: %r", err)
-            return None, "error"
+            return None, JudgeStatus.ERROR
         try:
             return parse_answer(text, prompt.labels, prompt.allowed, list(group))
         except Exception as err:  # whatever the model wrote, the group keeps GRPO and the answer is counted
             logger.warning("judge answer could not be parsed: %r", err)
-            return None, "malformed"
+            return None, JudgeStatus.MALFORMED
 
 
-def make_judge(
+@register_judge("policy")
+def _policy(
     config: JudgeConfig,
-    segment_side: str,
+    segment_side: SegmentSide,
+    seed: int | None = None,
     server_manager: Any = None,
     tokenizer: Any = None,
     chat_template_kwargs: dict | None = None,
-    seed: int | None = None,
-) -> Judge:
-    """Build the judge that ``algorithm.prover.judge.type`` names; ``seed`` draws its success/failure pair."""
-    from prover_verl.judge.heuristic import HeuristicJudge
+    **_context,
+) -> LLMJudge:
+    if server_manager is None or tokenizer is None:
+        raise ValueError("judge.type=policy needs the rollout server client and the tokenizer")
+    backend = PolicyServerBackend(server_manager, tokenizer, config, chat_template_kwargs)
+    return LLMJudge(backend, config, segment_side, seed=seed)
 
-    if config.type == "heuristic":
-        return HeuristicJudge(segment_side, seed=seed or 0)
-    if config.type == "openai":
-        return LLMJudge(_openai_backend(config), config, segment_side, seed=seed)
-    if config.type == "policy":
-        if server_manager is None or tokenizer is None:
-            raise ValueError("judge.type=policy needs the rollout server client and the tokenizer")
-        backend = PolicyServerBackend(server_manager, tokenizer, config, chat_template_kwargs)
-        return LLMJudge(backend, config, segment_side, seed=seed)
-    raise ValueError(f"unknown judge type {config.type!r}")
+
+@register_judge("openai")
+def _openai(config: JudgeConfig, segment_side: SegmentSide, seed: int | None = None, **_context) -> LLMJudge:
+    return LLMJudge(_openai_backend(config), config, segment_side, seed=seed)
 
 
 _OPENAI_BACKENDS: dict[JudgeConfig, OpenAIBackend] = {}

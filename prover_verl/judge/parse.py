@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from prover_verl.judge.base import Proposal, Trajectory
+from prover_verl.judge.base import JudgeStatus, Proposal, Trajectory
 
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL | re.IGNORECASE)
 _KEYS = {"trajectory", "start_turn", "end_turn", "reason"}
@@ -53,7 +53,7 @@ def parse_answer(
     labels: dict[str, int],
     allowed: tuple[str, ...],
     group: list[Trajectory],
-) -> tuple[Proposal | None, str]:
+) -> tuple[Proposal | None, JudgeStatus]:
     """Parse a judge answer into a proposal.
 
     The answer, after dropping a leading reasoning block (up to its ``</think>``, see :func:`_answer_text`) and an
@@ -62,26 +62,26 @@ def parse_answer(
     no key twice.
 
     Returns:
-        ``(proposal, "ok")``, or ``(None, status)`` with status ``"empty"``, ``"malformed"`` or ``"out_of_range"``.
+        ``(proposal, OK)``, or ``(None, status)`` with status ``EMPTY``, ``MALFORMED`` or ``OUT_OF_RANGE``.
     """
     body = None if text is None else _answer_text(text)
     if not body:
-        return None, "empty"
+        return None, JudgeStatus.EMPTY
     try:
         answer = _decode(body)
     except (ValueError, RecursionError):  # JSONDecodeError, over-long integers, absurd nesting
-        return None, "malformed"
+        return None, JudgeStatus.MALFORMED
     if not isinstance(answer, dict) or not {"trajectory", "start_turn", "end_turn"} <= set(answer) <= _KEYS:
-        return None, "malformed"
+        return None, JudgeStatus.MALFORMED
     label, start, end, reason = answer["trajectory"], answer["start_turn"], answer["end_turn"], answer.get("reason", "")
     if not isinstance(label, str) or not isinstance(reason, str):
-        return None, "malformed"
+        return None, JudgeStatus.MALFORMED
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, end)):
-        return None, "malformed"
+        return None, JudgeStatus.MALFORMED
     if label not in allowed or label not in labels:
-        return None, "out_of_range"
+        return None, JudgeStatus.OUT_OF_RANGE
     traj_id = labels[label]
     turns = next(t.num_turns for t in group if t.traj_id == traj_id)
     if not 0 <= start <= end < turns:
-        return None, "out_of_range"
-    return Proposal(traj_id, start, end, reason=reason.strip()), "ok"
+        return None, JudgeStatus.OUT_OF_RANGE
+    return Proposal(traj_id, start, end, reason=reason.strip()), JudgeStatus.OK

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from prover_verl.judge.base import Trajectory
+from prover_verl.judge.base import SegmentSide, Trajectory, segment_side_of
 
 SYSTEM = (
     "You analyse two attempts by an AI agent at the same task: one succeeded and one failed. Find the contiguous "
@@ -67,7 +67,7 @@ def render_trajectory(label: str, traj: Trajectory, nonce: str, max_obs_chars: i
 def build_prompt(
     success: Trajectory,
     failure: Trajectory,
-    segment_side: str,
+    segment_side: SegmentSide | str,
     rng: random.Random,
     max_obs_chars: int = 600,
     max_prompt_chars: int | None = None,
@@ -93,14 +93,13 @@ def build_prompt(
     rng.shuffle(pair)
     labels = {"A": pair[0].traj_id, "B": pair[1].traj_id}
     label_of = {pair[0].traj_id: "A", pair[1].traj_id: "B"}
-    if segment_side == "success":
+    side = segment_side_of(segment_side)
+    if side is SegmentSide.SUCCESS:
         allowed = (label_of[success.traj_id],)
-    elif segment_side == "failure":
+    elif side is SegmentSide.FAILURE:
         allowed = (label_of[failure.traj_id],)
-    elif segment_side == "any":
-        allowed = ("A", "B")
     else:
-        raise ValueError(f"segment_side must be success, failure or any, got {segment_side!r}")
+        allowed = ("A", "B")
     nonce = f"{rng.getrandbits(32):08x}"
     target = allowed[0] if len(allowed) == 1 else "A or B"
     target_json = " or ".join(f'"{label}"' for label in allowed)

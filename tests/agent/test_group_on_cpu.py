@@ -5,6 +5,7 @@ from types import SimpleNamespace
 import pytest
 
 from prover_verl.agent.group import GroupRendezvous, GroupResult
+from prover_verl.metrics import ProverStats
 
 
 async def test_group_result_reaches_every_member():
@@ -12,7 +13,7 @@ async def test_group_result_reaches_every_member():
 
     async def process(episodes):
         calls.append(sorted(episodes))
-        return GroupResult(stats={"groups": 1.0})
+        return GroupResult(stats=ProverStats(groups=1))
 
     results = await asyncio.gather(
         *(rendezvous.submit("u", 3, SimpleNamespace(session_id=i), process, timeout_s=5) for i in range(3))
@@ -46,12 +47,12 @@ async def test_an_aborted_session_leaves_its_siblings_plain_grpo_counted_once():
 
     async def process(episodes):
         calls.append(sorted(episodes))
-        return GroupResult(stats={"groups": 1.0, "pairs": 1.0})
+        return GroupResult(stats=ProverStats(groups=1, pairs=1))
 
     first = asyncio.create_task(rendezvous.submit("u", 3, SimpleNamespace(session_id=1), process, timeout_s=5))
     await asyncio.sleep(0)
     rendezvous.abort("u", 3, ValueError("env broke"))  # session 0
     last = await rendezvous.submit("u", 3, SimpleNamespace(session_id=2), process, timeout_s=5)
     assert await first is last and calls == []  # not judged, not verified
-    assert last.credits == {} and last.stats == {"groups": 1.0, "session_failed": 1.0} and last.reporter == 1
+    assert last.credits == {} and last.stats == ProverStats(groups=1, session_failed=1) and last.reporter == 1
     assert rendezvous.pending() == 0

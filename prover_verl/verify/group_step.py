@@ -1,0 +1,154 @@
+"""One ProVer group step, engine-agnostic: pair filter, judge, proposal check, verification, segment credit.
+
+verl's agent loop (:mod:`prover_verl.agent.env_agent_loop`) and the CPU demo (:mod:`prover_verl.demo.methods`)
+both call :func:`group_step`; they differ only in how a continuation is played (an LLM rollout from an env
+snapshot, or a batched KeyDoor simulation) and in what they do with the credits (a per-token batch field, or
+advantages merged in place).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from prover_verl.config import ProverConfig
+from prover_verl.core import FixedCredit, SegmentCredit, segment_token_span
+from prover_verl.judge.base import Judge, JudgeStatus, Proposal, Trajectory, check_proposal
+from prover_verl.judge.random_segment import RandomSegmentJudge
+from prover_verl.judge.registry import make_judge
+from prover_verl.metrics import ProverStats
+from prover_verl.verify.verifier import Continuation, Verification, VerificationError, verify_segment, verify_turns
+
+logger = logging.getLogger(__name__)
+
+# (traj_id, fork point as number of actions taken, continuation index) -> that continuation run to the end
+ForkFn = Callable[[int, int, int], Awaitable[Continuation]]
+# traj_id -> [start, end) response-token span of each of its turns
+SpansFn = Callable[[int], Sequence[tuple[int, int]]]
+
+
+@dataclasses.dataclass
+class GroupStep:
+    """What one group step produced.
+
+    Attributes:
+        credits: The credited segments (estimate above ``min_estimate``), ``row`` = the trajectory's ``traj_id``;
+            the caller maps it to its batch row.
+        stats: The step's counters (``groups`` = 1).
+        proposal: The proposal that was verified or credited (None if there was none, or it failed).
+    """
+
+    credits: list[SegmentCredit | FixedCredit] = dataclasses.field(default_factory=list)
+    stats: ProverStats = dataclasses.field(default_factory=lambda: ProverStats(groups=1))
+    proposal: Proposal | None = None
+
+
+def select_judge(config: ProverConfig, seed: int | None = None, **context: Any) -> Judge:
+    """The judge ``config`` asks for: the random-segment proposer under the ``random_segment`` and ``every_turn``
+    ablations (no judge), else the registered ``judge.type`` (``context``: what the engine offers its factory)."""
+    if config.ablation in ("random_segment", "every_turn"):
+        return RandomSegmentJudge(config.segment_side, seed=seed or 0)
+    return make_judge(config.judge, config.segment_side, seed=seed, **context)
+
+
+async def group_step(
+    trajectories: Sequence[Trajectory],
+    judge: Judge,
+    config: ProverConfig,
+    continue_from: ForkFn,
+    turn_spans: SpansFn,
+    admit: Callable[[], bool] | None = None,
+    timeout_s: float | None = None,
+    label: Any = None,
+) -> GroupStep:
+    """Propose, verify and credit one complete rollout group.
+
+    A group with only successes or only failures is skipped (``judge_no_pair``). Otherwise the judge proposes a
+    segment, which must lie in a trajectory on ``config.segment_side`` (else ``judge_out_of_range``); it is then
+    verified and credited as ``config.ablation`` says: ``none`` and ``random_segment`` verify the proposed segment
+    with ``k`` continuations from each fork point around it; ``every_turn`` verifies every turn of that trajectory
+    on its own; ``judge_only`` credits the proposal with ``judge_only_estimate``, unverified. Only estimates above
+    ``config.min_estimate`` are credited (here, and nowhere else).
+
+    Args:
+        trajectories: The group, as the judge sees it (``traj_id`` names a trajectory for the other arguments).
+        judge: Proposes the segment (see :func:`select_judge`).
+        config: ``k``, ``min_estimate``, ``segment_side``, ``ablation``, ``judge_only_estimate``.
+        continue_from: Plays one continuation of a trajectory from a fork point to the end.
+        turn_spans: The response-token spans of a trajectory's turns (where its credit goes).
+        admit: Engine budget, asked once the group has a pair; False skips the group (``skipped_budget``).
+        timeout_s: Wall-clock budget of the verification (``verify_timeout``); None: no limit.
+        label: Names the group in log lines.
+    """
+    step = GroupStep()
+    stats = step.stats
+    if all(t.success for t in trajectories) or not any(t.success for t in trajectories):
+        stats.count_judge(JudgeStatus.NO_PAIR)
+        return step
+    stats.pairs = 1
+    if admit is not None and not admit():
+        stats.skipped_budget = 1
+        return step
+    proposal, status = await judge.propose(trajectories)
+    if proposal is not None:
+        allowed = [t.traj_id for t in trajectories if config.segment_side.admits(t.success)]
+        problem = check_proposal(proposal, trajectories, allowed)
+        if problem is not None:
+            logger.warning("group %s: judge proposal rejected: %s", label, problem)
+            proposal, status = None, JudgeStatus.OUT_OF_RANGE
+    stats.count_judge(status)
+    if proposal is None:
+        return step
+    num_turns = next(t.num_turns for t in trajectories if t.traj_id == proposal.traj_id)
+    success = next(t.success for t in trajectories if t.traj_id == proposal.traj_id)
+    spans = turn_spans(proposal.traj_id)
+    if config.ablation == "judge_only":
+        start, end = segment_token_span(spans, proposal.start_turn, proposal.end_turn)
+        step.credits.append(FixedCredit(proposal.traj_id, start, end, config.judge_only_estimate))
+        stats.positive, stats.credit_sum = 1, config.judge_only_estimate
+        step.proposal = proposal
+        return step
+
+    def play(turn: int, index: int) -> Awaitable[Continuation]:
+        return continue_from(proposal.traj_id, turn, index)
+
+    if config.ablation == "every_turn":
+        turns = [(t, t) for t in range(num_turns)]
+        run = verify_turns(num_turns, success, config.k, play)
+    else:
+        turns = [(proposal.start_turn, proposal.end_turn)]
+        run = verify_segment(proposal, num_turns, success, config.k, play)
+    try:
+        result = await (run if timeout_s is None else asyncio.wait_for(run, timeout=timeout_s))
+    except TimeoutError:
+        stats.verify_timeout = 1
+        return step
+    except VerificationError as err:
+        logger.warning("group %s: %s", label, err)
+        stats.verify_failed = 1
+        return step
+    verifications: list[Verification] = result if isinstance(result, list) else [result]
+    for (first, last), verification in zip(turns, verifications, strict=True):
+        stats.verified += 1  # per verified segment, as the rates read it
+        stats.estimate_sum += verification.estimate
+        stats.verify_env_steps += verification.env_steps
+        stats.verify_gen_tokens += verification.gen_tokens
+        if verification.estimate > config.min_estimate:
+            stats.positive += 1
+            stats.credit_sum += verification.estimate
+            start, end = segment_token_span(spans, first, last)
+            step.credits.append(SegmentCredit(proposal.traj_id, start, end, verification.before, verification.after))
+        logger.info(
+            "group %s: turns %d-%d of trajectory %d, success %.2f -> %.2f",
+            label,
+            first,
+            last,
+            proposal.traj_id,
+            verification.before.rate,
+            verification.after.rate,
+        )
+    step.proposal = proposal
+    return step
