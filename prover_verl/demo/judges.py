@@ -9,9 +9,8 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 
-from prover_verl.config import SEGMENT_SIDES
-from prover_verl.judge import Proposal, Trajectory, pick_pair
-from prover_verl.judge.base import Judge
+from prover_verl.judge import Proposal, Trajectory, pick_pair, register_judge
+from prover_verl.judge.base import Judge, JudgeStatus, SegmentSide, draw_side, segment_side_of
 
 
 class NoisyPivotJudge(Judge):
@@ -20,34 +19,47 @@ class NoisyPivotJudge(Judge):
     Args:
         accuracy: Probability of proposing the true pivotal turn, in [0, 1].
         pivots: Pivotal turn per task instruction (:attr:`Trajectory.task`).
-        segment_side: Which trajectory of the pair the segment lies in (``success``, ``failure`` or ``any``).
+        segment_side: Which trajectory of the pair the segment lies in (:class:`SegmentSide`).
         seed: Seeds the pair draw, the side draw and the judge's errors.
     """
 
-    def __init__(self, accuracy: float, pivots: Mapping[str, int], segment_side: str = "success", seed: int = 0):
+    def __init__(
+        self,
+        accuracy: float,
+        pivots: Mapping[str, int],
+        segment_side: SegmentSide | str = SegmentSide.SUCCESS,
+        seed: int = 0,
+    ):
         if not 0.0 <= accuracy <= 1.0:
             raise ValueError(f"judge accuracy must lie in [0, 1], got {accuracy}")
-        if segment_side not in SEGMENT_SIDES:
-            raise ValueError(f"segment_side must be one of {SEGMENT_SIDES}, got {segment_side!r}")
         self.accuracy = accuracy
         self.pivots = dict(pivots)
-        self.segment_side = segment_side
+        self.segment_side = segment_side_of(segment_side)
         self.rng = random.Random(seed)
 
-    async def propose(self, group: Sequence[Trajectory]) -> tuple[Proposal | None, str]:
+    async def propose(self, group: Sequence[Trajectory]) -> tuple[Proposal | None, JudgeStatus]:
         return self.propose_now(group)
 
-    def propose_now(self, group: Sequence[Trajectory]) -> tuple[Proposal | None, str]:
+    def propose_now(self, group: Sequence[Trajectory]) -> tuple[Proposal | None, JudgeStatus]:
         """Synchronous :meth:`propose`."""
         pair = pick_pair(group, self.rng)
         if pair is None:
-            return None, "no_pair"
-        side = self.segment_side if self.segment_side != "any" else self.rng.choice(["success", "failure"])
-        target = pair[0] if side == "success" else pair[1]
+            return None, JudgeStatus.NO_PAIR
+        side = draw_side(self.segment_side, self.rng)
+        target = pair[0] if side is SegmentSide.SUCCESS else pair[1]
         if target.task not in self.pivots:
             raise KeyError(f"no pivotal turn known for task {target.task!r}")
         if self.rng.random() < self.accuracy:
             turn, reason = self.pivots[target.task], "the true pivotal turn"
         else:
             turn, reason = self.rng.randrange(target.num_turns), "a uniformly random turn"
-        return Proposal(target.traj_id, turn, turn, reason=reason), "ok"
+        return Proposal(target.traj_id, turn, turn, reason=reason), JudgeStatus.OK
+
+
+@register_judge("noisy")
+def _noisy(
+    config, segment_side: SegmentSide, seed: int | None = None, accuracy: float = 0.0, pivots=None, **_context
+) -> NoisyPivotJudge:
+    if pivots is None:
+        raise ValueError("the noisy judge needs the tasks' pivotal turns (pivots=...), which only the demo knows")
+    return NoisyPivotJudge(accuracy, pivots, segment_side, seed=seed or 0)

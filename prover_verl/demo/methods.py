@@ -1,9 +1,10 @@
 """Token-level advantages of the three credit-assignment methods the demo compares.
 
 * :func:`grpo_advantages`: GRPO, the group-normalised outcome on every policy token.
-* :func:`prover_advantages`: ProVer: GRPO plus, for each group with a success and a failure, the judge's segment
-  verified by forking before and after it with ``k`` continuations of the current policy; a positive estimate
-  goes onto the segment's policy tokens only (via :func:`~prover_verl.core.credit_tensor` and
+* :func:`prover_advantages`: ProVer: GRPO plus, for each group, :func:`~prover_verl.verify.group_step` (the code
+  the verl agent loop runs): for a group with a success and a failure, the judge's segment verified by forking
+  before and after it with ``k`` continuations of the current policy; a positive estimate goes onto the
+  segment's policy tokens only (via :func:`~prover_verl.core.credit_tensor` and
   :func:`~prover_verl.core.merge_credit`, scaled by the row's GRPO ``1 / (std + eps)`` as the ``prover``
   estimator does).
 * :func:`gigpo_advantages`: GiGPO: GRPO's episode advantage plus a step advantage over the rows of a group that
@@ -13,82 +14,38 @@
   intermediate state give ``V(s_t)``; a turn's advantage is ``V(s_{t+1}) - V(s_t)`` (the reward is the final
   outcome, so this is VinePPO's ``r + V(s') - V(s)``).
 
-Each returns ``(rows, RESPONSE_LENGTH)`` advantages (zero off policy tokens) and :class:`CreditStats`; every env
-step spent is counted by the :class:`~prover_verl.demo.rollout.Simulator`.
+Each returns ``(rows, RESPONSE_LENGTH)`` advantages (zero off policy tokens) and the
+:class:`~prover_verl.metrics.ProverStats` the trainer logs (``verify_env_steps``: every continuation's env steps,
+verifier or Monte-Carlo); every env step spent is counted by the :class:`~prover_verl.demo.rollout.Simulator`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections import Counter
+from collections.abc import Coroutine, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
 from prover_verl.config import GiGPOConfig, ProverConfig
-from prover_verl.core import (
-    ForkOutcome,
-    SegmentCredit,
-    credit_tensor,
-    gigpo_advantage,
-    group_outcome_advantage,
-    merge_credit,
-    segment_token_span,
-)
+from prover_verl.core import credit_tensor, gigpo_advantage, group_outcome_advantage, merge_credit
 from prover_verl.demo.keydoor import MAX_TURNS
 from prover_verl.demo.rollout import Rollouts, Simulator, action_position
-from prover_verl.judge import Proposal, check_proposal
 from prover_verl.judge.base import Judge
-from prover_verl.verify import fork_points, terminal_outcome
+from prover_verl.metrics import ProverStats
+from prover_verl.verify import Continuation, ForkFn, GroupStep, group_step
 
 EPSILON = 1e-6
 
 
-@dataclasses.dataclass
-class CreditStats:
-    """What a method did beyond GRPO in one or more updates (summed).
-
-    Attributes:
-        groups: Rollout groups seen.
-        mixed_groups: Groups with both a success and a failure (the ones ProVer verifies).
-        proposals: Usable judge proposals.
-        judge_hits: Proposals whose segment contains the task's true pivotal turn.
-        verified_positive: Proposals whose estimate exceeded ``min_estimate`` (credited).
-        estimate_sum: Sum of all proposals' estimates.
-        credit_sum: Sum of the credited estimates.
-        extra_steps: Env steps of continuations (verifier or Monte-Carlo).
-        statuses: Judge statuses (``ok``, ``no_pair``, ``out_of_range``, ...).
-    """
-
-    groups: int = 0
-    mixed_groups: int = 0
-    proposals: int = 0
-    judge_hits: int = 0
-    verified_positive: int = 0
-    estimate_sum: float = 0.0
-    credit_sum: float = 0.0
-    extra_steps: int = 0
-    statuses: Counter = dataclasses.field(default_factory=Counter)
-
-    def add(self, other: CreditStats) -> None:
-        """Accumulate ``other`` into this."""
-        for field in dataclasses.fields(self):
-            name = field.name
-            if name == "statuses":
-                self.statuses.update(other.statuses)
-            else:
-                setattr(self, name, getattr(self, name) + getattr(other, name))
-
-    def summary(self) -> dict:
-        """Counts plus the derived rates (``None`` where undefined)."""
-        out = dataclasses.asdict(self)
-        out["statuses"] = dict(self.statuses)
-        out["judge_accuracy"] = self.judge_hits / self.proposals if self.proposals else None
-        out["verified_positive_fraction"] = self.verified_positive / self.proposals if self.proposals else None
-        out["mean_estimate"] = self.estimate_sum / self.proposals if self.proposals else None
-        out["mean_credit"] = self.credit_sum / self.verified_positive if self.verified_positive else None
-        return out
+def credit_summary(stats: ProverStats, judge_hits: int) -> dict[str, Any]:
+    """A run's counters, the rates the trainer logs (None where undefined) and the demo's own judge accuracy:
+    the fraction of verified proposals that contain the task's true pivotal turn (only a synthetic env knows it)."""
+    counts = {key: getattr(stats, key) for key in dataclasses.asdict(stats)}
+    accuracy = judge_hits / stats.verified if stats.verified else None
+    return {**counts, "judge_hits": judge_hits, "judge_accuracy": accuracy, **stats.rates()}
 
 
 def grpo_advantages(rollouts: Rollouts, norm_by_std: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
@@ -99,7 +56,7 @@ def grpo_advantages(rollouts: Rollouts, norm_by_std: bool = True) -> tuple[torch
     return advantage.unsqueeze(-1) * mask, std
 
 
-def gigpo_advantages(rollouts: Rollouts, config: GiGPOConfig) -> tuple[torch.Tensor, CreditStats]:
+def gigpo_advantages(rollouts: Rollouts, config: GiGPOConfig) -> tuple[torch.Tensor, ProverStats]:
     """GiGPO's advantages; anchor states by exact identity, the task and the KeyDoor state vector before the turn."""
     mask = rollouts.response_mask()
     turns_left = torch.zeros(mask.shape, dtype=torch.long)
@@ -115,7 +72,7 @@ def gigpo_advantages(rollouts: Rollouts, config: GiGPOConfig) -> tuple[torch.Ten
     advantages, _ = gigpo_advantage(
         scores, rollouts.group, turns_left, state_key, config.gamma, config.step_weight, config.norm_by_std, EPSILON
     )
-    return advantages * mask, CreditStats(groups=len(_groups(rollouts)))
+    return advantages * mask, ProverStats(groups=len(_groups(rollouts)))
 
 
 def _groups(rollouts: Rollouts) -> dict[int, list[int]]:
@@ -123,6 +80,59 @@ def _groups(rollouts: Rollouts) -> dict[int, list[int]]:
     for row, group in enumerate(rollouts.group.tolist()):
         rows.setdefault(group, []).append(row)
     return rows
+
+
+class ContinuationBatch:
+    """Plays the continuations that the group steps of one update ask for as one batched simulation.
+
+    The agent loop runs a step's continuations concurrently; here every group step waits on this batch until all of
+    them have asked, and the batch then plays everything in one :meth:`Simulator.continue_from` call, in the order
+    (group, fork point, continuation) whatever order the coroutines asked in, so that runs are reproducible.
+    """
+
+    def __init__(self, rollouts: Rollouts, sim: Simulator, rng: np.random.Generator):
+        self.rollouts, self.sim, self.rng = rollouts, sim, rng
+        self.pending: list[tuple[tuple[int, int, int], int, asyncio.Future]] = []
+
+    def fork(self, group: int, rows: Sequence[int]) -> ForkFn:
+        """The continuation function of group ``group``, whose ``traj_id`` ``t`` is batch row ``rows[t]``."""
+
+        async def play(traj_id: int, turn: int, index: int) -> Continuation:
+            future = asyncio.get_running_loop().create_future()
+            self.pending.append(((group, turn, index), rows[traj_id], future))
+            return await future
+
+        return play
+
+    async def run(self, steps: Sequence[Coroutine[Any, Any, GroupStep]]) -> list[GroupStep]:
+        """Run the group steps concurrently, playing their continuations whenever every unfinished one waits."""
+        tasks = [asyncio.ensure_future(step) for step in steps]
+        running, idle = set(range(len(tasks))), 0
+        while running:
+            asked, before = len(self.pending), len(running)
+            await asyncio.sleep(0)  # every ready coroutine runs once
+            running = {i for i, task in enumerate(tasks) if not task.done()}
+            waiting = {key[0] for key, _, _ in self.pending}
+            if self.pending and len(self.pending) == asked and running <= waiting:
+                self._play()
+            idle = 0 if len(self.pending) != asked or len(running) != before else idle + 1
+            if idle > 1000:
+                raise RuntimeError(f"group steps {sorted(running - waiting)} wait on something other than the batch")
+        return await asyncio.gather(*tasks)
+
+    def _play(self) -> None:
+        requests = sorted(self.pending, key=lambda request: request[0])
+        self.pending = []
+        rows = np.array([row for _, row, _ in requests])
+        turns = np.array([key[1] for key, _, _ in requests])
+        task = self.rollouts.task[rows]
+        before = self.sim.env_steps
+        won = self.sim.continue_from(task, self.rollouts.states[rows, turns], self.rng)
+        steps = self.sim.table.num_turns[task] - turns  # a KeyDoor episode always lasts its task's T turns
+        if int(steps.sum()) != self.sim.env_steps - before:
+            raise RuntimeError("continuations did not take T - t steps each")
+        for (_, _, future), outcome, taken in zip(requests, won.tolist(), steps.tolist(), strict=True):
+            future.set_result(Continuation(bool(outcome), int(taken), int(taken)))  # one token per action
 
 
 def prover_advantages(
@@ -133,87 +143,47 @@ def prover_advantages(
     rng: np.random.Generator,
     loop: asyncio.AbstractEventLoop,
     norm_by_std: bool = True,
-) -> tuple[torch.Tensor, CreditStats]:
-    """ProVer's advantages for one batch of rollout groups.
+) -> tuple[torch.Tensor, ProverStats, int]:
+    """ProVer's advantages for one batch of rollout groups: :func:`~prover_verl.verify.group_step` on each group.
 
     Args:
         rollouts: The batch.
         sim: Plays the continuations with the current policy (and counts their steps).
         judge: Proposes one segment per group (any :class:`~prover_verl.judge.base.Judge`).
-        config: ``k``, ``coef``, ``min_estimate`` and ``segment_side`` are used.
+        config: ``k``, ``coef``, ``min_estimate``, ``segment_side`` and ``ablation`` are used.
         rng: Draws the continuations' actions.
-        loop: Event loop the (async) judge runs on.
+        loop: Event loop the group steps run on.
         norm_by_std: GRPO's std normalisation (also scales the credit by the row's ``1 / (std + eps)``).
+
+    Returns:
+        The advantages, the summed counters and how many verified proposals contain the true pivotal turn.
     """
-    table = sim.table
     advantages, std = grpo_advantages(rollouts, norm_by_std)
     mask = rollouts.response_mask()
-    stats = CreditStats()
-    verified: list[tuple[int, Proposal]] = []
-    for rows in _groups(rollouts).values():
-        stats.groups += 1
-        outcomes = rollouts.won[rows]
-        if outcomes.all() or not outcomes.any():
-            continue
-        stats.mixed_groups += 1
-        group = [rollouts.trajectory(table, row, traj_id) for traj_id, row in enumerate(rows)]
-        proposal, status = loop.run_until_complete(judge.propose(group))
-        if proposal is not None:
-            side = config.segment_side
-            allowed = [t.traj_id for t in group if side == "any" or t.success == (side == "success")]
-            problem = check_proposal(proposal, group, allowed)
-            if problem is not None:
-                status, proposal = "out_of_range", None
-        stats.statuses[status] += 1
-        if proposal is not None:
-            verified.append((rows[proposal.traj_id], proposal))
-
-    # One batched set of continuations for every fork point of the step, as the agent loop runs them together.
-    starts, tasks, owners = [], [], []
-    points = []
-    for i, (row, proposal) in enumerate(verified):
-        fp = fork_points(proposal, int(rollouts.num_turns[row]))
-        points.append(fp)
-        for which, turn in (("before", fp.before), ("after", fp.after)):
-            if which == "after" and fp.after_is_terminal:
-                continue
-            starts.append(np.repeat(rollouts.states[row, turn][None], config.k, axis=0))
-            tasks.append(np.full(config.k, rollouts.task[row]))
-            owners.extend([(i, which)] * config.k)
-    before_steps = sim.env_steps
-    won = sim.continue_from(np.concatenate(tasks), np.concatenate(starts), rng) if starts else np.zeros(0, bool)
-    stats.extra_steps = sim.env_steps - before_steps
-    wins: Counter = Counter()
-    for owner, outcome in zip(owners, won.tolist(), strict=True):
-        wins[owner] += outcome
-
-    segments = []
-    for i, ((row, proposal), fp) in enumerate(zip(verified, points, strict=True)):
-        before = ForkOutcome(wins[(i, "before")], config.k)
-        after = (
-            terminal_outcome(bool(rollouts.won[row]))
-            if fp.after_is_terminal
-            else ForkOutcome(wins[(i, "after")], config.k)
+    batch = ContinuationBatch(rollouts, sim, rng)
+    groups = list(_groups(rollouts).values())
+    steps = [
+        group_step(
+            [rollouts.trajectory(sim.table, row, traj_id) for traj_id, row in enumerate(rows)],
+            judge,
+            config,
+            batch.fork(g, rows),
+            lambda traj_id, rows=rows: rollouts.turn_spans(rows[traj_id]),
         )
-        start, end = segment_token_span_of(rollouts, row, proposal)
-        seg = SegmentCredit(row, start, end, before, after)
-        segments.append(seg)
-        pivot = table.tasks[int(rollouts.task[row])].pivot_turn
-        stats.proposals += 1
-        stats.judge_hits += int(proposal.start_turn <= pivot <= proposal.end_turn)
-        stats.estimate_sum += seg.estimate
-        if seg.estimate > config.min_estimate:
-            stats.verified_positive += 1
-            stats.credit_sum += seg.estimate
-
-    credit = credit_tensor(segments, mask, min_estimate=config.min_estimate)
+        for g, rows in enumerate(groups)
+    ]
+    results = loop.run_until_complete(batch.run(steps))
+    stats, hits, segments = ProverStats(), 0, []
+    for rows, step in zip(groups, results, strict=True):
+        stats.add(step.stats)
+        segments += [dataclasses.replace(credit, row=rows[credit.row]) for credit in step.credits]
+        if step.proposal is not None and step.stats.verified:
+            row = rows[step.proposal.traj_id]
+            pivot = sim.table.tasks[int(rollouts.task[row])].pivot_turn
+            hits += int(step.proposal.start_turn <= pivot <= step.proposal.end_turn)
+    credit = credit_tensor(segments, mask)  # group_step credits only estimates above min_estimate
     scale = 1.0 / (std + EPSILON) if norm_by_std else None
-    return merge_credit(advantages, credit, mask, config.coef, scale), stats
-
-
-def segment_token_span_of(rollouts: Rollouts, row: int, proposal: Proposal) -> tuple[int, int]:
-    """Token span of a proposal's turns in ``row`` (through :func:`~prover_verl.core.segment_token_span`)."""
-    return segment_token_span(rollouts.turn_spans(row), proposal.start_turn, proposal.end_turn)
+    return merge_credit(advantages, credit, mask, config.coef, scale), stats, hits
 
 
 def mc_steps_formula(num_turns_per_row: np.ndarray, group: np.ndarray, k: int) -> int:
@@ -232,7 +202,7 @@ def mc_steps_formula(num_turns_per_row: np.ndarray, group: np.ndarray, k: int) -
 
 def mc_advantages(
     rollouts: Rollouts, sim: Simulator, k: int, rng: np.random.Generator
-) -> tuple[torch.Tensor, CreditStats]:
+) -> tuple[torch.Tensor, ProverStats]:
     """Exhaustive Monte-Carlo advantages ``V(s_{t+1}) - V(s_t)`` on every policy token (no std normalisation)."""
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
@@ -250,7 +220,7 @@ def mc_advantages(
             owners.append(np.full(k, row * MAX_TURNS + t))
     before_steps = sim.env_steps
     won = sim.continue_from(np.concatenate(tasks), np.concatenate(starts), rng)
-    stats = CreditStats(groups=len(groups), extra_steps=sim.env_steps - before_steps)
+    stats = ProverStats(groups=len(groups), verify_env_steps=sim.env_steps - before_steps)
     owner = np.concatenate(owners)
     keys, inverse = np.unique(owner, return_inverse=True)
     means = dict(zip(keys.tolist(), (np.bincount(inverse, weights=won) / np.bincount(inverse)).tolist(), strict=True))

@@ -60,7 +60,7 @@ def summarise(runs: Sequence[dict[str, Any]], target: float) -> dict[str, Any]:
         "extra_steps": extra,
         "extra_over_own_main": extra / main,
         "judge_accuracy": credit_mean("judge_accuracy"),
-        "verified_positive_fraction": credit_mean("verified_positive_fraction"),
+        "verified_positive_rate": credit_mean("verified_positive_rate"),
         "mean_credit": credit_mean("mean_credit"),
         "mean_estimate": credit_mean("mean_estimate"),
         "wall_s": float(np.sum([r["wall_s"] for r in runs])),
@@ -126,7 +126,7 @@ def table(summaries: dict[str, dict[str, Any]], comparisons: dict[str, Any], tar
         lines.append(
             f"| {name} | {_fmt(s['final_success'])} | {_fmt(s['auc'])} | {to_target} | {s['env_steps']:,.0f} | "
             f"{s['extra_over_own_main']:.2f} | {_opt(s['judge_accuracy'], '.2f')} | "
-            f"{_opt(s['verified_positive_fraction'], '.2f')} | {_opt(s['mean_credit'])} |"
+            f"{_opt(s['verified_positive_rate'], '.2f')} | {_opt(s['mean_credit'])} |"
         )
     lines.append("")
     lines.append(

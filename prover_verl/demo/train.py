@@ -14,10 +14,10 @@ import numpy as np
 import torch
 
 from prover_verl.config import GiGPOConfig, ProverConfig
-from prover_verl.demo.judges import NoisyPivotJudge
+from prover_verl.demo import judges as _judges  # noqa: F401  (registers the noisy judge)
 from prover_verl.demo.keydoor import TaskTable, task_family
 from prover_verl.demo.methods import (
-    CreditStats,
+    credit_summary,
     gigpo_advantages,
     grpo_advantages,
     mc_advantages,
@@ -25,10 +25,11 @@ from prover_verl.demo.methods import (
 )
 from prover_verl.demo.policy import MLPPolicy, policy_gradient_loss
 from prover_verl.demo.rollout import Simulator, task_text, turn_values
-from prover_verl.judge import HeuristicJudge
+from prover_verl.judge import make_judge
+from prover_verl.metrics import ProverStats
 
 KINDS = ("grpo", "prover", "mc", "gigpo")
-JUDGES = ("heuristic", "noisy")
+JUDGES = ("heuristic", "noisy")  # the registered judges that need no LLM (prover_verl.judge.registry)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,11 +111,8 @@ class RunConfig:
 
 
 def _make_judge(method: MethodSpec, table: TaskTable, seed: int):
-    side = method.prover.segment_side
-    if method.judge == "heuristic":
-        return HeuristicJudge(segment_side=side, seed=seed)
-    pivots = {task_text(t.task_id): t.pivot_turn for t in table.tasks}
-    return NoisyPivotJudge(method.accuracy, pivots, segment_side=side, seed=seed)
+    pivots = {task_text(t.task_id): t.pivot_turn for t in table.tasks}  # what the noisy judge needs
+    return make_judge(method.judge, method.prover.segment_side, seed=seed, accuracy=method.accuracy, pivots=pivots)
 
 
 def train(config: RunConfig) -> dict[str, Any]:
@@ -139,7 +137,8 @@ def train(config: RunConfig) -> dict[str, Any]:
     extra_rng = np.random.default_rng([config.seed, 2])
     judge = _make_judge(method, train_table, config.seed) if method.kind == "prover" else None
     loop = asyncio.new_event_loop()
-    totals = CreditStats()
+    totals = ProverStats()
+    judge_hits = 0
     main_steps = 0
     curve: list[dict[str, Any]] = []
     train_success = None
@@ -149,9 +148,9 @@ def train(config: RunConfig) -> dict[str, Any]:
         curve.append(
             {
                 "update": update,
-                "env_steps": main_steps + totals.extra_steps,
+                "env_steps": main_steps + totals.verify_env_steps,
                 "main_steps": main_steps,
-                "extra_steps": totals.extra_steps,
+                "extra_steps": totals.verify_env_steps,
                 "success": eval_sim.evaluate(eval_rows, rng, greedy=False),
                 "greedy_success": eval_sim.evaluate(np.arange(config.eval_tasks), rng, greedy=True),
                 "train_success": train_success,
@@ -170,11 +169,12 @@ def train(config: RunConfig) -> dict[str, Any]:
             train_success = float(rollouts.won.mean())
             if method.kind == "grpo":
                 advantages, _ = grpo_advantages(rollouts, config.norm_by_std)
-                stats = CreditStats(groups=config.groups)
+                stats = ProverStats(groups=config.groups)
             elif method.kind == "prover":
-                advantages, stats = prover_advantages(
+                advantages, stats, hits = prover_advantages(
                     rollouts, sim, judge, method.prover, extra_rng, loop, norm_by_std=config.norm_by_std
                 )
+                judge_hits += hits
             elif method.kind == "gigpo":
                 advantages, stats = gigpo_advantages(rollouts, method.gigpo)
             else:
@@ -193,15 +193,16 @@ def train(config: RunConfig) -> dict[str, Any]:
                 evaluate(update)
     finally:
         loop.close()
+    totals.env_steps = totals.gen_tokens = main_steps  # one policy token per main-rollout step
     return {
         "method": method.name,
         "kind": method.kind,
         "seed": config.seed,
         "curve": curve,
         "main_steps": main_steps,
-        "extra_steps": totals.extra_steps,
-        "env_steps": main_steps + totals.extra_steps,
-        "credit": totals.summary(),
+        "extra_steps": totals.verify_env_steps,
+        "env_steps": main_steps + totals.verify_env_steps,
+        "credit": credit_summary(totals, judge_hits),
         "wall_s": time.perf_counter() - start,
     }
 

@@ -241,7 +241,7 @@ def test_prover_credit_matches_hand_computation():
     config = ProverConfig(k=4, coef=1.5)
     loop = asyncio.new_event_loop()
     try:
-        adv, stats = prover_advantages(
+        adv, stats, hits = prover_advantages(
             rollouts, sim, FixedJudge(Proposal(3, 2, 2)), config, np.random.default_rng(0), loop
         )
     finally:
@@ -256,8 +256,8 @@ def test_prover_credit_matches_hand_computation():
     expected[3, action_position(2)] += 1.5 * 0.5 / (std + EPSILON)
     torch.testing.assert_close(adv, expected)
     assert sorted(sim.calls) == [(2, 4), (3, 4)]
-    assert stats.extra_steps == 4 * (6 - 2) + 4 * (6 - 3)
-    assert (stats.proposals, stats.judge_hits, stats.verified_positive) == (1, 1, 1)
+    assert stats.verify_env_steps == 4 * (6 - 2) + 4 * (6 - 3)
+    assert (stats.verified, hits, stats.positive) == (1, 1, 1)
     assert stats.credit_sum == pytest.approx(0.5)
 
 
@@ -270,7 +270,7 @@ def test_prover_credit_spans_a_multi_turn_segment_and_skips_bad_estimates():
     try:
         # Turns 1..3: fork before turn 1 (0 of 2 succeed) and after turn 3 (2 of 2): estimate 1 on turns 1-3 only.
         sim = ScriptedSim(table, {1: 0, 4: 2}, k=2)
-        adv, _ = prover_advantages(rollouts, sim, FixedJudge(Proposal(0, 1, 3)), config, None, loop)
+        adv, _, _ = prover_advantages(rollouts, sim, FixedJudge(Proposal(0, 1, 3)), config, None, loop)
         delta = adv - base
         credited = {action_position(t) for t in (1, 2, 3)}
         std = np.std([1.0, 0.0], ddof=1)
@@ -280,16 +280,16 @@ def test_prover_credit_spans_a_multi_turn_segment_and_skips_bad_estimates():
         assert torch.all(delta[1] == 0)
         # A segment ending the episode uses the trajectory's own outcome after it: no continuations after it.
         sim = ScriptedSim(table, {5: 2}, k=2)
-        adv, stats = prover_advantages(rollouts, sim, FixedJudge(Proposal(0, 5, 5)), config, None, loop)
-        assert torch.equal(adv, base) and stats.verified_positive == 0 and stats.estimate_sum == 0.0
-        assert sim.calls == [(5, 2)] and stats.extra_steps == 2
+        adv, stats, _ = prover_advantages(rollouts, sim, FixedJudge(Proposal(0, 5, 5)), config, None, loop)
+        assert torch.equal(adv, base) and stats.positive == 0 and stats.estimate_sum == 0.0
+        assert sim.calls == [(5, 2)] and stats.verify_env_steps == 2
         # On the failure side: after = its own failure, before = 2/2, so the estimate is -1 and adds nothing.
         failure = dataclasses.replace(config, segment_side="failure")
-        adv, stats = prover_advantages(rollouts, sim, FixedJudge(Proposal(1, 5, 5)), failure, None, loop)
-        assert torch.equal(adv, base) and stats.verified_positive == 0 and stats.estimate_sum == -1.0
+        adv, stats, _ = prover_advantages(rollouts, sim, FixedJudge(Proposal(1, 5, 5)), failure, None, loop)
+        assert torch.equal(adv, base) and stats.positive == 0 and stats.estimate_sum == -1.0
         # A proposal on the wrong side of the pair is rejected (success side by default).
-        adv, stats = prover_advantages(rollouts, sim, FixedJudge(Proposal(1, 2, 2)), config, None, loop)
-        assert torch.equal(adv, base) and stats.statuses["out_of_range"] == 1 and stats.proposals == 0
+        adv, stats, _ = prover_advantages(rollouts, sim, FixedJudge(Proposal(1, 2, 2)), config, None, loop)
+        assert torch.equal(adv, base) and stats.judge_out_of_range == 1 and stats.verified == 0
     finally:
         loop.close()
 
@@ -303,7 +303,7 @@ def test_gigpo_on_keydoor_adds_the_shared_start_state_step_advantage():
     grpo, _ = grpo_advantages(rollouts)
     same, stats = gigpo_advantages(rollouts, GiGPOConfig(step_weight=0.0))
     torch.testing.assert_close(same, grpo)
-    assert stats.extra_steps == 0
+    assert stats.verify_env_steps == 0
     gigpo, _ = gigpo_advantages(rollouts, GiGPOConfig())
     # every row of the group acts first in the task's start state, and KeyDoor episodes all last T turns: that
     # anchor's returns are gamma^(T-1) R, whose std-normalised advantage is GRPO's again, so turn 0 gets twice it
@@ -320,9 +320,9 @@ def test_exhaustive_mc_steps_equal_the_formula_and_advantages_telescope():
     rollouts = sim.rollouts(task, group, rng)
     before = sim.env_steps
     adv, stats = mc_advantages(rollouts, sim, k=3, rng=rng)
-    assert stats.extra_steps == sim.env_steps - before == mc_steps_formula(rollouts.num_turns, group, 3)
+    assert stats.verify_env_steps == sim.env_steps - before == mc_steps_formula(rollouts.num_turns, group, 3)
     turns = table.num_turns[task]
-    assert stats.extra_steps == 3 * (table.num_turns.sum() + (turns * (turns - 1) // 2).sum())
+    assert stats.verify_env_steps == 3 * (table.num_turns.sum() + (turns * (turns - 1) // 2).sum())
     assert mc_steps_formula(np.array([6, 6]), np.array([0, 0]), 2) == 2 * (6 + 15 + 15)
     mask = rollouts.response_mask().bool()
     assert torch.all(adv[~mask] == 0)
@@ -340,7 +340,7 @@ def test_exhaustive_mc_advantages_match_hand_computation():
             assert adv[row, action_position(t)].item() == pytest.approx(values[t + 1] - values[t])
     # V(s_0) once for the group (4 episodes of 6 steps), then turns 1..5 of both rows.
     assert sorted(sim.calls) == [(0, 4)] + [(t, 8) for t in range(1, 6)]
-    assert stats.extra_steps == mc_steps_formula(np.array([6, 6]), np.array([0, 0]), 4) == 4 * (6 + 15 + 15)
+    assert stats.verify_env_steps == mc_steps_formula(np.array([6, 6]), np.array([0, 0]), 4) == 4 * (6 + 15 + 15)
 
 
 # ---------------------------------------------------------------------------------------------------------------
