@@ -5,8 +5,7 @@ import random
 import pytest
 
 from prover_verl.config import JudgeConfig
-from prover_verl.judge import HeuristicJudge, Proposal, Trajectory, first_divergence
-from prover_verl.judge import make_judge
+from prover_verl.judge import HeuristicJudge, Proposal, Trajectory, first_divergence, make_judge
 from prover_verl.judge.llm import ChatBackend, LLMJudge
 from prover_verl.judge.parse import parse_answer
 from prover_verl.judge.prompt import MIN_CLIP, PromptTooLong, build_prompt
