@@ -1,9 +1,14 @@
 """ProVer and env settings: defaults, and bad values failing at start with the key named."""
 
+import dataclasses
+import json
+from pathlib import Path
+
 import pytest
 from omegaconf import OmegaConf
 
-from prover_verl.config import EnvConfig, ProverConfig
+import prover_verl
+from prover_verl.config import EnvConfig, GiGPOConfig, ProverConfig
 
 
 def test_prover_defaults_are_the_documented_ones():
@@ -61,3 +66,28 @@ def test_env_config_kwargs_as_mapping_or_json_text():
 def test_bad_env_values_name_the_key(values, message):
     with pytest.raises(ValueError, match=message):
         EnvConfig.from_mapping(values)
+
+
+CONF = Path(prover_verl.__file__).parent / "conf" / "prover_trainer.yaml"
+
+
+def _flat(values, prefix=""):
+    out = {}
+    for key, value in values.items():
+        if isinstance(value, dict) and key != "kwargs":  # env.kwargs is a value (a mapping), not a section
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+@pytest.mark.parametrize(
+    "section,cls", [("algorithm.prover", ProverConfig), ("algorithm.gigpo", GiGPOConfig), ("env", EnvConfig)]
+)
+def test_the_trainer_yaml_states_every_default_of_its_config_class(section, cls):
+    # the yaml restates the dataclass defaults (so that `--cfg job` and the recipes show them): a key added, removed
+    # or changed on one side only fails here, in either direction
+    yaml = OmegaConf.to_container(OmegaConf.select(OmegaConf.load(CONF), section), resolve=True)
+    defaults = json.loads(json.dumps(dataclasses.asdict(cls())))  # enums as their values, as the yaml has them
+    assert _flat(yaml) == _flat(defaults), section
+    assert not hasattr(cls, "from_mapping") or cls.from_mapping(yaml) == cls()
