@@ -223,3 +223,26 @@ def test_openai_judge_key_and_client(monkeypatch):
     assert first.backend.client.api_key == "secret" and first.backend.client.max_retries == 1
     keyless = make_judge(dataclasses.replace(config, api_key_env=None), "success")
     assert keyless.backend.client.api_key == "EMPTY"
+
+
+def test_a_registered_judge_is_built_by_name_and_accepted_by_the_config(monkeypatch):
+    from prover_verl.config import ProverConfig
+    from prover_verl.judge import judge_types, register_judge, registry
+
+    monkeypatch.setattr(registry, "_JUDGES", dict(registry._JUDGES))  # leave the process's registry as it was
+    with pytest.raises(ValueError, match="algorithm.prover.judge.type must be one of the registered judges"):
+        ProverConfig.from_mapping({"judge": {"type": "mine"}})
+
+    @register_judge("mine")
+    def mine(config, segment_side, seed=None, **context):
+        return HeuristicJudge(segment_side, seed=seed or 0)
+
+    assert judge_types()[-1] == "mine" and ProverConfig.from_mapping({"judge": {"type": "mine"}})
+    judge = make_judge("mine", "failure", seed=3, tokenizer=None)
+    assert isinstance(judge, HeuristicJudge) and judge.segment_side == "failure"
+    with pytest.raises(ValueError, match="already registered"):
+        register_judge("mine")(lambda *a, **k: None)
+    with pytest.raises(ValueError, match="unknown judge type 'gpt'"):
+        make_judge("gpt", "success")
+    with pytest.raises(ValueError, match="segment_side must be one of"):
+        make_judge("heuristic", "sideways")
