@@ -16,6 +16,7 @@ import dataclasses
 import json
 import logging
 import os
+import time
 import zlib
 from typing import Any
 from uuid import uuid4
@@ -308,7 +309,9 @@ class EnvAgentLoop(AgentLoopBase):
                 chat_template_kwargs=self.apply_chat_template_kwargs,
                 seed=seed,
             )
+        started = time.perf_counter()
         proposal, status = await judge.propose(trajectories)
+        stats["judge_seconds"] = time.perf_counter() - started
         stats[f"judge_{status}"] = 1.0
         if proposal is None:
             return group
@@ -339,6 +342,7 @@ class EnvAgentLoop(AgentLoopBase):
         else:
             turns = [(proposal.start_turn, proposal.end_turn)]
             run = verify_segment(proposal, episode.num_turns, episode.result.won, self.prover.k, play)
+        started = time.perf_counter()
         try:
             result = await asyncio.wait_for(run, timeout=self.prover.verify_timeout_s)
         except (TimeoutError, asyncio.TimeoutError):  # distinct classes before Python 3.11
@@ -348,6 +352,8 @@ class EnvAgentLoop(AgentLoopBase):
             logger.warning("%s", err)
             stats["verify_failed"] = 1.0
             return group
+        finally:
+            stats["verify_seconds"] = time.perf_counter() - started
         verifications = result if isinstance(result, list) else [result]
         segments = []
         for (first, last), verification in zip(turns, verifications, strict=True):
