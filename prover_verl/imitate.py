@@ -5,8 +5,9 @@ with both a success and a failure, and ProVer's judge, verifier and credit never
 prover_verl.imitate --model DIR --env alfworld --data-dir DATA`` trains the model of ``DIR`` in place on the
 expert trajectories of the first tasks of the training data (``envs``' own ``expert_actions``), rendered as
 the agent loop renders them: the same system prompt, observation messages and chat template; the loss is on
-the assistant tokens only. Sampled at temperature 1 afterwards, the model plays the expert's actions with some
-noise. It is a smoke-test device and says nothing about the method.
+the assistant tokens only, and training stops once the model, sampled at temperature 1, would replay the expert's
+replies exactly with probability ``--target-replay`` (mean over the episodes). It is a smoke-test device and says
+nothing about the method.
 """
 
 from __future__ import annotations
@@ -56,10 +57,37 @@ def assistant_labels(tokenizer, messages: list[dict]) -> tuple[list[int], list[i
     return ids, labels
 
 
+def replay_log_probs(model, batch: list[tuple[list[int], list[int]]]) -> torch.Tensor:
+    """Per episode, the log-probability that the model samples the expert's replies exactly (temperature 1)."""
+    width = max(len(ids) for ids, _ in batch)
+    ids = torch.tensor([i + [0] * (width - len(i)) for i, _ in batch])
+    labels = torch.tensor([lab + [-100] * (width - len(lab)) for _, lab in batch])
+    attention = torch.tensor([[1] * len(i) + [0] * (width - len(i)) for i, _ in batch])
+    logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1].float()
+    target = labels[:, 1:]
+    token_lp = torch.log_softmax(logits, -1).gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    return (token_lp * (target != -100)).sum(-1)
+
+
 def imitate(
-    model_dir: str | Path, env_name: str, data_dir: str | Path, env_kwargs: dict, steps: int = 60, lr: float = 3e-3
+    model_dir: str | Path,
+    env_name: str,
+    data_dir: str | Path,
+    env_kwargs: dict,
+    target_replay: float = 0.5,
+    max_steps: int = 600,
+    lr: float = 1e-2,
+    seed: int = 0,
 ) -> dict:
-    """Train the model in ``model_dir`` in place on expert episodes of the train parquet's tasks."""
+    """Train the model in ``model_dir`` in place on expert episodes of the train parquet's tasks, until it replays
+    the expert exactly with mean probability ``target_replay`` over those episodes (or ``max_steps`` run out).
+
+    Stopping at a replay probability, not after a fixed number of steps, gives a policy that wins some sampled
+    episodes and loses others whatever the env's episode length: the groups ProVer needs.
+    """
+    if not 0.0 < target_replay < 1.0:
+        raise ValueError(f"target_replay must be in (0, 1), got {target_replay}")
+    torch.manual_seed(seed)
     rows = pd.read_parquet(Path(data_dir) / "train.parquet")
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
@@ -67,20 +95,21 @@ def imitate(
     for info in rows["extra_info"]:
         messages = expert_conversation(env_name, env_kwargs, info["task_id"], info["split"])
         batch.append(assistant_labels(tokenizer, messages))
+    tokens = sum(sum(label != -100 for label in labels) for _, labels in batch)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     model.train()
-    losses = []
-    for _ in range(steps):
-        total = 0.0
+    replay, step = 0.0, 0
+    for step in range(1, max_steps + 1):
         optimizer.zero_grad()
-        for ids, labels in batch:
-            loss = model(input_ids=torch.tensor([ids]), labels=torch.tensor([labels])).loss / len(batch)
-            loss.backward()
-            total += float(loss)
+        log_p = replay_log_probs(model, batch)
+        replay = float(log_p.detach().exp().mean())
+        if replay >= target_replay:
+            step -= 1  # this step's weights already reach the target: no update
+            break
+        (-log_p.sum() / tokens).backward()
         optimizer.step()
-        losses.append(total)
     model.save_pretrained(model_dir)
-    return {"episodes": len(batch), "loss_first": round(losses[0], 3), "loss_last": round(losses[-1], 3)}
+    return {"episodes": len(batch), "steps": step, "replay_probability": round(replay, 3)}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -89,10 +118,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--env", required=True, choices=envs.env_names())
     parser.add_argument("--data-dir", required=True, help="directory of train.parquet from prover_verl.data")
     parser.add_argument("--env-kwargs", default="{}", help="JSON constructor arguments of the env")
-    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--target-replay", type=float, default=0.5, help="stop at this expert replay probability")
+    parser.add_argument("--max-steps", type=int, default=600)
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    result = imitate(args.model, args.env, args.data_dir, json.loads(args.env_kwargs), args.steps)
+    result = imitate(
+        args.model, args.env, args.data_dir, json.loads(args.env_kwargs), args.target_replay, args.max_steps
+    )
     print(json.dumps({**result, "seconds": round(time.perf_counter() - start, 1)}))
 
 

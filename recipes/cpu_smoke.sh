@@ -6,11 +6,14 @@
 #   SMOKE_JUDGE  judge type: heuristic (default) or policy (the policy's own replica answers the judge prompts)
 #   SMOKE_ARCH   tiny model architecture for prover_verl.tiny_model (default qwen3)
 #   SMOKE_K      continuations per fork point (algorithm.prover.k; default 2)
+#   SMOKE_IMITATE  expert replay probability the tiny model is trained to before the run (prover_verl.imitate;
+#                default 0.5, so groups hold wins and losses and ProVer verifies); 0 keeps the random model
 SMOKE_DIR=${SMOKE_DIR:-${TMPDIR:-/tmp}/prover_smoke/${ENV_NAME}_${ESTIMATOR}}
 SMOKE_STEPS=${SMOKE_STEPS:-2}
 SMOKE_JUDGE=${SMOKE_JUDGE:-heuristic}
 SMOKE_ARCH=${SMOKE_ARCH:-qwen3}
 SMOKE_K=${SMOKE_K:-2}
+SMOKE_IMITATE=${SMOKE_IMITATE:-0.5}
 mkdir -p "$SMOKE_DIR"
 MODEL_PATH=$SMOKE_DIR/model
 DATA_DIR=$SMOKE_DIR/data
@@ -21,13 +24,24 @@ if [ ! -f "$DATA_DIR/train.parquet" ]; then
   # 3 batches of 2 prompts: steps 1-2, then step 3 after the resume, within one epoch
   python3 -m prover_verl.data --env "$ENV_NAME" --out "$DATA_DIR" --env-kwargs "$ENV_KWARGS" --max-train 6 --max-val 2
 fi
+# A random model wins no episode, so no group has a pair and ProVer's judge, verifier and credit never run: a few
+# seconds of imitation of the env's expert make a policy that wins about half its sampled episodes.
+if [ "$SMOKE_IMITATE" != 0 ] && [ ! -f "$MODEL_PATH/imitation.json" ]; then
+  python3 -m prover_verl.imitate --model "$MODEL_PATH" --env "$ENV_NAME" --data-dir "$DATA_DIR" \
+    --env-kwargs "$ENV_KWARGS" --target-replay "$SMOKE_IMITATE" | tee "$MODEL_PATH/imitation.json"
+fi
 export VERL_PLATFORM=cpu
 # one log file per run: verl's file logger truncates its file, and the resumed run must not erase the first
 export VERL_FILE_LOGGER_PATH=$SMOKE_DIR/metrics_step${SMOKE_STEPS}.jsonl
-MAX_TURNS=3
-RESPONSE_LEN=128
+# room for the expert's episode (the longest of the smoke's train tasks: 7, 5 and 2 turns; 1.4k, 2.9k and 0.6k
+# response tokens with the tiny model's tokenizer)
+case "$ENV_NAME" in
+  alfworld) MAX_TURNS=8; RESPONSE_LEN=2048 ;;
+  webshop)  MAX_TURNS=6; RESPONSE_LEN=3584 ;;
+  searchqa) MAX_TURNS=3; RESPONSE_LEN=1024 ;;
+esac
 BATCH=2
-GROUP=2
+GROUP=4
 MICRO=1
 N_GPUS=1
 NNODES=1

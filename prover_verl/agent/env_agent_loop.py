@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import time
 import zlib
 from typing import Any
 from uuid import uuid4
@@ -283,6 +284,7 @@ class EnvAgentLoop(AgentLoopBase):
             admit=lambda: self._take_budget(int(kwargs.get("global_steps", -1))),
             timeout_s=self.prover.verify_timeout_s,
             label=uid,
+            clock=time.perf_counter,
         )
         group = GroupResult(stats=step.stats)
         for credit in step.credits:

@@ -18,8 +18,9 @@ NAME = "cpu"
 
 
 class _DeviceModule(ModuleType):
-    """``torch.cpu`` plus the memory queries verl makes on ``torch.cuda`` (``memory_reserved``, ``mem_get_info``,
-    ...): with no device memory to report they answer 0, and ``empty_cache``/``reset_*`` do nothing."""
+    """``torch.cpu`` plus the calls verl makes on ``torch.cuda`` that ``torch.cpu`` lacks: memory queries
+    (``memory_reserved``, ``mem_get_info``, ...) answer 0, ``empty_cache``/``reset_*`` do nothing, and the RNG state
+    is torch's CPU generator (a checkpoint stores it under the device name ``cpu`` and restores it on resume)."""
 
     def __init__(self) -> None:
         super().__init__("prover_verl_cpu_device")
@@ -27,6 +28,8 @@ class _DeviceModule(ModuleType):
     def __getattr__(self, name: str):
         if hasattr(torch.cpu, name):
             return getattr(torch.cpu, name)
+        if name in ("get_rng_state", "set_rng_state"):
+            return getattr(torch, name)
         if name == "get_device_name":
             return lambda *args, **kwargs: "cpu"
         if name == "mem_get_info":

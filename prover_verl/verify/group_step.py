@@ -63,6 +63,7 @@ async def group_step(
     admit: Callable[[], bool] | None = None,
     timeout_s: float | None = None,
     label: Any = None,
+    clock: Callable[[], float] | None = None,
 ) -> GroupStep:
     """Propose, verify and credit one complete rollout group.
 
@@ -82,7 +83,10 @@ async def group_step(
         admit: Engine budget, asked once the group has a pair; False skips the group (``skipped_budget``).
         timeout_s: Wall-clock budget of the verification (``verify_timeout``); None: no limit.
         label: Names the group in log lines.
+        clock: Seconds counter (e.g. ``time.perf_counter``) timing the judge and the verification into
+            ``judge_seconds``/``verify_seconds``; None leaves them 0 (the demo's runs stay reproducible).
     """
+    clock = clock or (lambda: 0.0)
     step = GroupStep()
     stats = step.stats
     if all(t.success for t in trajectories) or not any(t.success for t in trajectories):
@@ -92,7 +96,9 @@ async def group_step(
     if admit is not None and not admit():
         stats.skipped_budget = 1
         return step
+    started = clock()
     proposal, status = await judge.propose(trajectories)
+    stats.judge_seconds = clock() - started
     if proposal is not None:
         allowed = [t.traj_id for t in trajectories if config.segment_side.admits(t.success)]
         problem = check_proposal(proposal, trajectories, allowed)
@@ -121,6 +127,7 @@ async def group_step(
     else:
         turns = [(proposal.start_turn, proposal.end_turn)]
         run = verify_segment(proposal, num_turns, success, config.k, play)
+    started = clock()
     try:
         result = await (run if timeout_s is None else asyncio.wait_for(run, timeout=timeout_s))
     except TimeoutError:
@@ -130,6 +137,8 @@ async def group_step(
         logger.warning("group %s: %s", label, err)
         stats.verify_failed = 1
         return step
+    finally:
+        stats.verify_seconds = clock() - started
     verifications: list[Verification] = result if isinstance(result, list) else [result]
     for (first, last), verification in zip(turns, verifications, strict=True):
         stats.verified += 1  # per verified segment, as the rates read it

@@ -73,6 +73,8 @@ async def test_full_prover_step_matches_hand_computation(make_loop, make_config,
     # each) + 4 from turn 1 (2 steps each) = 20
     assert batch.batch[FIELD_PREFIX + "env_steps"].sum() == 12
     assert stats["prover/verify_env_steps_frac"] == pytest.approx(20 / 12)
+    # the phases' own clocks (verl's timing_s/gen holds rollout, judge and verification together)
+    assert 0 < stats["prover/judge_seconds"] < 60 and 0 < stats["prover/verify_seconds"] < 60
 
     credited = [i for i, o in enumerate(outputs) if any(o.prover_credit)]
     assert len(credited) == 1 and rewards[credited[0]] == 1.0

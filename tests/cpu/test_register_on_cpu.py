@@ -104,3 +104,18 @@ def test_workers_process_group_initialises_with_gloo_on_cpu(monkeypatch):
         assert dist.get_backend() == "cpu:gloo"
     finally:
         dist.destroy_process_group()
+
+
+def test_checkpoint_rng_state_round_trips_on_the_cpu_platform():
+    # verl stores the device RNG under the device name and restores it on resume (checkpoint_manager.py,
+    # load_rng_state): on the CPU platform that is torch's CPU generator, which torch.cpu cannot set
+    from verl.utils.checkpoint.checkpoint_manager import BaseCheckpointManager
+    from verl.utils.device import get_device_name
+
+    if get_device_name() != "cpu":
+        pytest.skip("this process resolved an accelerator platform")
+    state = BaseCheckpointManager.get_rng_state()
+    expected = torch.rand(4)
+    torch.rand(7)
+    BaseCheckpointManager.load_rng_state(state)
+    torch.testing.assert_close(torch.rand(4), expected)
