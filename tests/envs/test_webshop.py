@@ -9,7 +9,7 @@ import pytest
 
 import envs
 from envs import _lucene
-from envs.base import EnvState, UnknownTaskError
+from envs.base import EnvState
 from envs.webshop import catalog
 from envs.webshop.catalog import Goal, Product, Review
 from envs.webshop.env import WebShopEnv, expert_query, parse_action, split_goal_ids
@@ -473,10 +473,6 @@ def test_restore_rejects_foreign_states(env):
     env.step("search[shampoo]")
     state = env.snapshot()
     fp, *rest = state.payload
-    with pytest.raises(ValueError, match="'searchqa'"):
-        env.restore(EnvState("searchqa", state.task_id, 1, state.payload))
-    with pytest.raises(UnknownTaskError, match="no WebShop goal 'nope'"):
-        env.restore(EnvState("webshop", "nope", 1, state.payload))
     with pytest.raises(ValueError, match="another catalog"):
         env.restore(EnvState("webshop", state.task_id, 1, ("0" * 16, *rest)))
     with pytest.raises(ValueError, match="malformed"):
