@@ -3,6 +3,10 @@
 Seeded resets, the info keys, one error type for unknown tasks, no calls before reset or after the end, and exact
 fork: from any snapshot, in another instance or another process, the same actions give the same observations
 and rewards. Each env's own behaviour (its page flow, data formats, reward) is tested in its own test file.
+
+The file sorts after test_pool.py on purpose: run before it (as test_env_contract.py), it started the JVM in the
+pytest process ahead of test_pool's Ray driver, and test_searchqa's threaded-search test then killed the process
+with SIGSEGV (in both runs; not in the run with this order). The mechanism was not pinned down.
 """
 
 import pickle
@@ -123,8 +127,18 @@ queue.put((restored, [child.step(a) for a in actions]))
 """
 
 
-def _stamps(folder: str | None) -> list[tuple[str, int]]:
-    return sorted((str(p), p.stat().st_mtime_ns) for p in Path(folder).rglob("*")) if folder else []
+def _index_dir(env: TextEnv) -> Path | None:
+    """The cached BM25 index the env searches (None: it has none). Per process an env reuses the index loaded
+    first for its data, wherever that was cached, so the child is pointed at this one's folder."""
+    if env.name == "webshop":
+        return env.catalog.index.index_dir
+    if env.name == "searchqa":
+        return env.retriever.index_dir
+    return None
+
+
+def _stamps(folder: Path | None) -> list[tuple[str, int]]:
+    return sorted((str(p), p.stat().st_mtime_ns) for p in folder.rglob("*")) if folder else []
 
 
 def test_restore_in_another_process(case, run_in_spawned_child):
@@ -133,10 +147,13 @@ def test_restore_in_another_process(case, run_in_spawned_child):
     at_fork = [env.step(a) for a in actions[:2]][-1]
     state = env.snapshot()
     expected = [env.step(a) for a in actions[2:]]
-    cache = kwargs.get("cache_dir")
-    built = _stamps(cache)
+    index_dir = _index_dir(env)
+    if index_dir is not None:
+        kwargs = {**kwargs, "cache_dir": str(index_dir.parent)}
+    built = _stamps(index_dir)
+    assert built or index_dir is None
     scope = {"name": name, "kwargs": kwargs, "state_bytes": pickle.dumps(state), "actions": actions[2:]}
     restored, replayed = run_in_spawned_child(CHILD, scope)
     assert restored == (at_fork[0], at_fork[4])
     assert replayed == expected and replayed[-1][1] == 1.0
-    assert _stamps(cache) == built  # a cached index is reused, not rebuilt
+    assert _stamps(index_dir) == built  # the child reused the cached index, without rebuilding it
