@@ -33,13 +33,16 @@ import envs
 from envs.base import TextEnv
 from envs.pool import EnvPool
 
-ENVS = ("alfworld", "webshop", "searchqa")
+ENVS = tuple(spec.name for spec in envs.specs())  # the registered envs (the built-in ones)
 envs.register_env("toy", "envs.toy:ToyEnv")
 
 
 def available(name: str) -> bool:
-    """The env's module exists (the toy env always does)."""
-    return name == "toy" or importlib.util.find_spec(f"envs.{name}.env") is not None
+    """The env is registered and the module its spec names exists."""
+    if name not in envs.env_names():
+        return False
+    target = envs.spec(name).target
+    return not isinstance(target, str) or importlib.util.find_spec(target.partition(":")[0]) is not None
 
 
 class Policy:
@@ -295,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     names = [name for name in args.envs.split(",") if name]
     missing = [name for name in names if not available(name)]
     for name in missing:
-        print(f"skipping {name}: envs.{name}.env is not importable", file=sys.stderr)
+        print(f"skipping {name}: not registered, or its env module is not importable", file=sys.stderr)
     if not ray.is_initialized():
         ray.init(num_cpus=max(args.workers, 2), include_dashboard=False, log_to_driver=False)
     results = {}

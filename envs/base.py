@@ -18,6 +18,14 @@ import gymnasium as gym
 StepReturn = tuple[str, float, bool, bool, dict[str, Any]]
 
 
+class UnknownTaskError(ValueError):
+    """A task id that the environment does not have (``reset``, ``restore`` or a task lookup).
+
+    A ``ValueError``: an unknown id is a bad argument, like an unknown split or env name (both ``ValueError``
+    here too), not a failed lookup the caller could expect; and a ``KeyError`` would print its message quoted.
+    """
+
+
 @dataclasses.dataclass(frozen=True)
 class EnvState:
     """A restorable point of an episode.
@@ -70,9 +78,28 @@ class TextEnv(gym.Env, abc.ABC):
     def task_ids(self) -> list[str]:
         """Return the ids of the tasks this environment can ``reset`` to."""
 
-    @abc.abstractmethod
+    def has_task(self, task_id: str) -> bool:
+        """Whether ``reset``/``restore`` accept ``task_id`` (default: it is one of :meth:`task_ids`)."""
+        return task_id in self.task_ids()
+
+    def unknown_task(self, task_id: str) -> UnknownTaskError:
+        """The error for a ``task_id`` this env does not have (envs add where they looked)."""
+        return UnknownTaskError(f"unknown {self.name} task {task_id!r}")
+
+    def check_task(self, task_id: str) -> str:
+        """Return ``task_id`` if this env has it.
+
+        Raises:
+            UnknownTaskError: it does not.
+        """
+        if not self.has_task(task_id):
+            raise self.unknown_task(task_id)
+        return task_id
+
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        """Start an episode.
+        """Start an episode of the task ``options["task_id"]``, else of a task drawn with ``seed``.
+
+        Seeds ``self.np_random`` (gymnasium), picks and checks the task, then calls :meth:`_start`.
 
         Args:
             seed: Seeds the choice of task when ``options`` names none.
@@ -81,9 +108,26 @@ class TextEnv(gym.Env, abc.ABC):
         Returns:
             The first observation and the info dict.
 
-        Subclasses call ``super().reset(seed=seed)`` first: that seeds ``self.np_random`` (gymnasium).
+        Raises:
+            UnknownTaskError: the env has no task ``options["task_id"]``.
+            RuntimeError: no task is named and the env has none to draw from.
         """
         super().reset(seed=seed)
+        task_id = (options or {}).get("task_id")
+        if task_id is None:
+            ids = self.task_ids()
+            if not ids:
+                raise RuntimeError(f"{type(self).__name__} has no tasks to reset to")
+            task_id = ids[int(self.np_random.integers(len(ids)))]
+        return self._start(self.check_task(str(task_id)))
+
+    def _start(self, task_id: str) -> tuple[str, dict[str, Any]]:
+        """Start an episode of ``task_id`` (checked already); return the first observation and info.
+
+        Every env implements this, unless it overrides :meth:`reset` whole (the demo's KeyDoor env seeds its own
+        task choice); it is not an ``abc.abstractmethod`` so that such an env still instantiates.
+        """
+        raise NotImplementedError(f"{type(self).__name__} implements neither _start nor reset")
 
     @abc.abstractmethod
     def step(self, action: str) -> StepReturn:

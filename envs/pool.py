@@ -34,12 +34,11 @@ import ray
 from ray.exceptions import RayActorError, RayTaskError
 
 import envs
-from envs.base import EnvState, StepReturn, TextEnv
+from envs.base import EnvState, StepReturn
+from envs.hosting import EnvWorker, ResetReturn
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
-
-ResetReturn = tuple[str, str, dict[str, Any]]
 
 
 class EnvPoolError(RuntimeError):
@@ -52,96 +51,6 @@ class EnvWorkerError(EnvPoolError):
 
 class EnvTimeoutError(EnvPoolError, TimeoutError):
     """A call did not return within ``call_timeout_s``; its worker was killed and restarted."""
-
-
-class EnvWorker:
-    """Hosts episodes of one environment family in one process (the body of a Ray actor).
-
-    Env instances are reused across episodes, since ``reset`` and ``restore`` set the whole state and building
-    one can load a catalog, a game or a search index.
-
-    Args:
-        env_name: Registered environment name.
-        env_target: The registry entry of ``env_name`` in the pool's process (``"module:Class"`` or a class),
-            registered here too so that environments registered at run time reach the worker.
-        env_kwargs: Constructor arguments of the environment.
-        prewarm: Build one env at start, so that a bad configuration fails when the pool starts.
-    """
-
-    def __init__(self, env_name: str, env_target: Any, env_kwargs: dict[str, Any], prewarm: bool = True):
-        if env_target is not None:
-            envs.register_env(env_name, env_target)
-        self.env_name = env_name
-        self.env_kwargs = env_kwargs
-        self._free: list[TextEnv] = []
-        self._episodes: dict[str, TextEnv] = {}
-        self._built = 0
-        if prewarm:
-            self._free.append(self._make())
-
-    def ready(self) -> int:
-        """Return the worker's process id (the pool waits on this before the first call)."""
-        return os.getpid()
-
-    def _make(self) -> TextEnv:
-        self._built += 1
-        return envs.make(self.env_name, **self.env_kwargs)
-
-    def _env(self, episode_id: str) -> TextEnv:
-        if episode_id not in self._episodes:
-            raise KeyError(f"worker {os.getpid()} has no episode '{episode_id}'")
-        return self._episodes[episode_id]
-
-    def _open(self, episode_id: str, start) -> Any:
-        if episode_id in self._episodes:
-            raise ValueError(f"episode '{episode_id}' is already open")
-        env = self._free.pop() if self._free else self._make()
-        result = start(env)  # if this raises, the env may be half-reset: it is dropped, not reused
-        self._episodes[episode_id] = env
-        return result
-
-    def reset(self, episode_id: str, seed: int | None, task_id: str | None) -> tuple[str, dict, EnvState]:
-        """Open an episode by ``reset``; also return its initial state, from which it can be rebuilt exactly."""
-        options = {"task_id": task_id} if task_id is not None else None
-
-        def start(env: TextEnv) -> tuple[str, dict, EnvState]:
-            obs, info = env.reset(seed=seed, options=options)
-            return obs, info, env.snapshot()
-
-        return self._open(episode_id, start)
-
-    def restore(self, episode_id: str, state: EnvState) -> tuple[str, dict]:
-        """Open an episode at ``state``."""
-        return self._open(episode_id, lambda env: env.restore(state))
-
-    def rebuild(self, episode_id: str, state: EnvState, actions: list[str]) -> str:
-        """Open an episode at ``state`` and replay ``actions``; return the last observation."""
-        obs, _ = self.restore(episode_id, state)
-        env = self._episodes[episode_id]
-        for action in actions:
-            obs = env.step(action)[0]
-        return obs
-
-    def step(self, episode_id: str, action: str) -> StepReturn:
-        return self._env(episode_id).step(action)
-
-    def snapshot(self, episode_id: str) -> EnvState:
-        return self._env(episode_id).snapshot()
-
-    def close(self, episode_id: str) -> None:
-        self._free.append(self._episodes.pop(episode_id))
-
-    def expert_actions(self, episode_id: str) -> list[str]:
-        return self._env(episode_id).expert_actions()
-
-    def task_ids(self) -> list[str]:
-        if not self._free and not self._episodes:
-            self._free.append(self._make())
-        return (self._free or list(self._episodes.values()))[0].task_ids()
-
-    def info(self) -> dict[str, int]:
-        """Return ``{"pid", "episodes", "envs_built"}``."""
-        return {"pid": os.getpid(), "episodes": len(self._episodes), "envs_built": self._built}
 
 
 @dataclasses.dataclass
@@ -197,8 +106,7 @@ class EnvPool:
             raise ValueError(f"timeouts must be > 0, got {call_timeout_s} and {start_timeout_s}")
         if max_restarts < 0:
             raise ValueError(f"max_restarts must be >= 0, got {max_restarts}")
-        if env_name not in envs.env_names():
-            raise ValueError(f"unknown environment '{env_name}'; registered: {', '.join(envs.env_names())}")
+        self._env_spec = envs.spec(env_name)  # raises ValueError for an unknown name
         self.env_name = env_name
         self.env_kwargs = dict(env_kwargs or {})
         self.call_timeout_s = call_timeout_s
@@ -207,7 +115,6 @@ class EnvPool:
         if not ray.is_initialized():
             ray.init(include_dashboard=False)
         self._actor_cls = ray.remote(EnvWorker).options(num_cpus=worker_num_cpus, max_restarts=0, max_concurrency=1)
-        self._env_target = envs._REGISTRY[env_name]
         self._episodes: dict[str, _Episode] = {}
         self._opening: set[str] = set()
         self._ids = itertools.count()
@@ -232,7 +139,7 @@ class EnvPool:
                 raise
 
     def _spawn(self):
-        return self._actor_cls.remote(self.env_name, self._env_target, self.env_kwargs)
+        return self._actor_cls.remote(self.env_name, self._env_spec, self.env_kwargs)
 
     @property
     def num_workers(self) -> int:

@@ -18,15 +18,17 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 import envs
 from envs.base import EnvState, StepReturn
-from envs.pool import EnvPool, ResetReturn
+from envs.hosting import ResetReturn
+from envs.pool import EnvPool
+from envs.spec import EnvSpec
 
 
 class EnvPoolHost:
     """The body of the named actor that owns a node's pool; it only forwards calls (no CPU reserved)."""
 
-    def __init__(self, env_name: str, env_target: Any, env_kwargs: dict[str, Any], pool_kwargs: dict[str, Any]):
-        envs.register_env(env_name, env_target)  # also envs registered at run time in the caller
-        self._pool = EnvPool(env_name, env_kwargs, **pool_kwargs)
+    def __init__(self, env_spec: EnvSpec, env_kwargs: dict[str, Any], pool_kwargs: dict[str, Any]):
+        envs.register_env(env_spec)  # also envs registered at run time in the caller
+        self._pool = EnvPool(env_spec.name, env_kwargs, **pool_kwargs)
 
     async def call(self, method: str, args: tuple, kwargs: dict[str, Any]) -> Any:
         return await getattr(self._pool, method)(*args, **kwargs)
@@ -63,8 +65,7 @@ class SharedEnvPool:
         node_id: str | None = None,
         **pool_kwargs: Any,
     ):
-        if env_name not in envs.env_names():
-            raise ValueError(f"unknown environment '{env_name}'; registered: {', '.join(envs.env_names())}")
+        env_spec = envs.spec(env_name)  # raises ValueError for an unknown name
         if not ray.is_initialized():
             ray.init(include_dashboard=False)
         self.env_name = env_name
@@ -80,7 +81,7 @@ class SharedEnvPool:
                 max_restarts=0,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
             )
-            .remote(env_name, envs._REGISTRY[env_name], env_kwargs, {**pool_kwargs, "num_workers": num_workers})
+            .remote(env_spec, env_kwargs, {**pool_kwargs, "num_workers": num_workers})
         )
 
     async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:

@@ -50,13 +50,10 @@ class ToyEnv(TextEnv):
     def task_ids(self) -> list[str]:
         return list(self._codes)
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        super().reset(seed=seed)
-        task_id = (options or {}).get("task_id")
-        if task_id is None:
-            task_id = self.task_ids()[int(self.np_random.integers(len(self._codes)))]
-        if task_id not in self._codes:
-            raise ValueError(f"unknown toy task '{task_id}'")
+    def has_task(self, task_id: str) -> bool:
+        return task_id in self._codes
+
+    def _start(self, task_id: str) -> tuple[str, dict[str, Any]]:
         self._task_id, self._entered, self._steps, self._checksum, self._done = task_id, "", 0, 0, False
         self._feedback = "The keypad is dark."
         return self._obs(), self._info()
@@ -96,9 +93,7 @@ class ToyEnv(TextEnv):
 
     def restore(self, state: EnvState) -> tuple[str, dict[str, Any]]:
         self._check_state(state)
-        if state.task_id not in self._codes:
-            raise ValueError(f"unknown toy task '{state.task_id}'")
-        self._task_id, self._steps = state.task_id, state.step_count
+        self._task_id, self._steps = self.check_task(state.task_id), state.step_count
         self._entered, self._checksum, self._feedback, self._done = state.payload
         return self._obs(), self._info()
 

@@ -17,8 +17,6 @@ from typing import Any
 import envs
 from prover_verl.agent import AGENT_NAME
 
-DEFAULT_SPLITS = {"alfworld": ("train", "valid_unseen"), "webshop": ("train", "test"), "searchqa": ("train", "test")}
-
 
 def task_rows(
     env_name: str, split: str, verify: bool, env_kwargs: dict[str, Any], limit: int | None = None
@@ -75,20 +73,20 @@ def write_dataset(
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--env", required=True, choices=sorted(DEFAULT_SPLITS))
+    parser.add_argument("--env", required=True, choices=envs.env_names())
     parser.add_argument("--out", required=True, help="output directory")
-    parser.add_argument("--train-split", default=None)
-    parser.add_argument("--val-split", default=None)
+    parser.add_argument("--train-split", default=None, help="default: the env spec's train_split")
+    parser.add_argument("--val-split", default=None, help="default: the env spec's val_split")
     parser.add_argument("--env-kwargs", default="{}", help="JSON constructor arguments (e.g. data paths)")
     parser.add_argument("--max-train", type=int, default=None)
     parser.add_argument("--max-val", type=int, default=None)
     args = parser.parse_args(argv)
-    train_split, val_split = DEFAULT_SPLITS[args.env]
+    spec = envs.spec(args.env)
     write_dataset(
         args.env,
         args.out,
-        args.train_split or train_split,
-        args.val_split or val_split,
+        args.train_split or spec.train_split,
+        args.val_split or spec.val_split,
         json.loads(args.env_kwargs),
         args.max_train,
         args.max_val,

@@ -23,7 +23,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoModelForCausalLM, GenerationConfig, PreTrainedTokenizerFast
 
-from prover_verl.agent.adapters import _SYSTEMS
+import envs
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 EOS = "<|im_end|>"
@@ -34,7 +34,7 @@ CHAT_TEMPLATE = (
 )
 # text the BPE merges are learnt from: the envs' system prompts and the words of their actions
 CORPUS = [
-    *_SYSTEMS.values(),
+    *(envs.spec(name).system_prompt for name in ("alfworld", "webshop", "searchqa")),
     "<action>look</action> <action>inventory</action> go to take from put in open close use examine",
     "<action>search[query]</action> <action>click[buy now]</action> <action>click[back to search]</action>",
     "<search>query</search> <information>result</information> <answer>answer</answer> <think>thought</think>",

@@ -14,7 +14,6 @@ from verl.workers.rollout.replica import TokenOutput
 
 import envs
 from envs.base import EnvState, TextEnv
-from prover_verl.agent.adapters import register_adapter
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
@@ -73,8 +72,9 @@ class ForkRoadEnv(TextEnv):
         return self._obs(), self._info()
 
 
-envs.register_env("forkroad", ForkRoadEnv)
-register_adapter("forkroad", "Find the treasure. Reply with one action inside <action></action>.")
+envs.register_env(
+    "forkroad", ForkRoadEnv, system_prompt="Find the treasure. Reply with one action inside <action></action>."
+)
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,7 @@ import warnings
 from typing import Any
 
 from envs.alfworld.games import TASK_TYPES, GameInfo, discover_games, resolve_data_dir
-from envs.base import EnvState, StepReturn, TextEnv
+from envs.base import EnvState, StepReturn, TextEnv, UnknownTaskError
 
 _TASK_MARK = "Your task is to: "
 RESTORE_METHODS = ("native", "replay")
@@ -81,18 +81,18 @@ class AlfWorldEnv(TextEnv):
         """Path of the ``game.tw-pddl`` of ``task_id``."""
         return self._game(task_id).path
 
+    def has_task(self, task_id: str) -> bool:
+        return task_id in self._games
+
+    def unknown_task(self, task_id: str) -> UnknownTaskError:
+        return UnknownTaskError(f"unknown ALFWorld task '{task_id}' in split '{self.split}' of {self.data_dir}")
+
     def _game(self, task_id: str) -> GameInfo:
-        if task_id not in self._games:
-            raise ValueError(f"unknown ALFWorld task '{task_id}' in split '{self.split}' of {self.data_dir}")
-        return self._games[task_id]
+        return self._games[self.check_task(task_id)]
 
     # ---------------------------------------------------------------------------------------------- episode
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        super().reset(seed=seed)  # seeds np_random
-        task_id = (options or {}).get("task_id")
-        if task_id is None:
-            task_id = self.task_ids()[int(self.np_random.integers(len(self._games)))]
+    def _start(self, task_id: str) -> tuple[str, dict[str, Any]]:
         game = self._game(task_id)
         state = self._engine_for(game.path).start(game.path, fresh=self.restore_method == "replay")
         self._begin(task_id, state.feedback)

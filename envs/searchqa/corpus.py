@@ -16,9 +16,6 @@ import hashlib
 import json
 import math
 import os
-import re
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +26,7 @@ DEFAULT_CORPUS = DATA_DIR / "corpus.jsonl"
 DEFAULT_QUESTIONS = DATA_DIR / "questions"
 # Bump when what goes into a cached index changes, so that old caches are not reused.
 INDEX_FORMAT = "searchqa-bm25-v1"
-# Queries are cut to this many words, which bounds their cost (and their terms, see _lucene.MAX_CLAUSES).
-MAX_QUERY_TERMS = 256
+MAX_QUERY_TERMS = _lucene.MAX_QUERY_TERMS
 _GOLD_KEYS = ("golden_answers", "answers", "answer")
 
 
@@ -226,38 +222,13 @@ def file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def default_cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/prover_verl/searchqa``, by default ``~/.cache/prover_verl/searchqa``."""
-    root = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
-    return Path(root).expanduser() / "prover_verl" / "searchqa"
-
-
 def cached_index(corpus_path: Path, passages: dict[str, Passage], corpus_digest: str, cache_dir: Path) -> Path:
-    """The BM25 index of a corpus in ``cache_dir/<hash of the corpus>``, built on first use.
-
-    The index is built in a temporary directory and renamed into place, so processes that race to build it
-    each end up with one complete index.
-    """
+    """The BM25 index of a corpus in ``cache_dir/<hash of the corpus>``, built on first use
+    (:func:`envs._lucene.cached_index`)."""
     key = hashlib.sha256(f"{INDEX_FORMAT}:{corpus_digest}".encode()).hexdigest()[:24]
-    final = cache_dir / key
-    if not final.exists():
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=cache_dir))
-        try:
-            docs = ({"id": p.docid, "contents": p.index_text()} for p in passages.values())
-            _lucene.build_index(docs, tmp, threads=1)  # one thread: the same internal doc order every build
-            (tmp / "source.json").write_text(json.dumps({"corpus": str(corpus_path), "format": INDEX_FORMAT}))
-            try:
-                os.rename(tmp, final)
-            except OSError:
-                if not final.exists():
-                    raise
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    meta = final / "prover_index.json"
-    if not meta.is_file() or json.loads(meta.read_text()).get("num_docs") != len(passages):
-        raise RuntimeError(f"cached index {final} of {corpus_path} is incomplete or stale; delete it to rebuild")
-    return final
+    docs = ({"id": p.docid, "contents": p.index_text()} for p in passages.values())
+    source = {"source.json": json.dumps({"corpus": str(corpus_path), "format": INDEX_FORMAT})}
+    return _lucene.cached_index(cache_dir, key, docs, len(passages), f"index of {corpus_path}", source)
 
 
 def _directory_digest(index_dir: Path) -> str:
@@ -282,14 +253,6 @@ def _stored_passage(doc) -> Passage | None:
     if contents:
         return Passage(doc.docid(), *split_contents(contents))
     return None
-
-
-def clip_query(query: str) -> tuple[str, bool]:
-    """Cut a query to :data:`MAX_QUERY_TERMS` word tokens; returns the query and whether it was cut."""
-    tokens = re.findall(r"\w+", query)
-    if len(tokens) <= MAX_QUERY_TERMS:
-        return query, False
-    return " ".join(tokens[:MAX_QUERY_TERMS]), True
 
 
 class Retriever:
@@ -373,7 +336,7 @@ def open_retriever(
     Args:
         corpus_path: JSONL corpus; without ``index_dir`` its index is built once into ``cache_dir``.
         index_dir: A prebuilt Lucene index; without ``corpus_path`` it must store the passage text.
-        cache_dir: Where built indexes are kept (default :func:`default_cache_dir`).
+        cache_dir: Where built indexes are kept (default ``_lucene.default_cache_dir("searchqa")``).
     """
     if corpus_path is None and index_dir is None:
         corpus_path = DEFAULT_CORPUS
@@ -384,6 +347,6 @@ def open_retriever(
         digest = file_digest(corpus_path)
     built = index_dir is None
     if built:
-        cache = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+        cache = Path(cache_dir).expanduser() if cache_dir is not None else _lucene.default_cache_dir("searchqa")
         index_dir = cached_index(corpus_path, passages, digest, cache)
     return Retriever(Path(index_dir).expanduser(), passages, corpus_path, digest, built_from_corpus=built)

@@ -12,19 +12,18 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections import defaultdict
 from typing import Any
 
+from envs._lucene import clip_query
 from envs._shared import abs_path, load_once
-from envs.base import EnvState, StepReturn, TextEnv
-from envs.searchqa.answer import Action, exact_match, f1_score, normalize_answer, parse_action
+from envs.base import EnvState, StepReturn, TextEnv, UnknownTaskError
+from envs.searchqa.answer import Action, exact_match, f1_score, parse_action
 from envs.searchqa.corpus import (
     DEFAULT_CORPUS,
     DEFAULT_QUESTIONS,
     MAX_QUERY_TERMS,
     Question,
     Retriever,
-    clip_query,
     load_questions,
     open_retriever,
     resolve_questions,
@@ -95,19 +94,18 @@ class SearchQAEnv(TextEnv):
         """The question, gold answers and data source of a task."""
         return self._task(task_id)
 
+    def has_task(self, task_id: str) -> bool:
+        return task_id in self._questions
+
+    def unknown_task(self, task_id: str) -> UnknownTaskError:
+        return UnknownTaskError(f"no question {task_id!r} in split '{self.split}' ({len(self._questions)} questions)")
+
     def _task(self, task_id: str) -> Question:
-        if task_id not in self._questions:
-            raise KeyError(f"no question {task_id!r} in split '{self.split}' ({len(self._questions)} questions)")
-        return self._questions[task_id]
+        return self._questions[self.check_task(task_id)]
 
     # ------------------------------------------------------------------ episode
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        super().reset(seed=seed)  # seeds self.np_random
-        task_id = (options or {}).get("task_id")
-        if task_id is None:
-            ids = self.task_ids()
-            task_id = ids[int(self.np_random.integers(len(ids)))]
-        self._question, self._turns = self._task(str(task_id)), []
+    def _start(self, task_id: str) -> tuple[str, dict[str, Any]]:
+        self._question, self._turns = self._task(task_id), []
         return self._observe()
 
     def step(self, action: str) -> StepReturn:
@@ -212,25 +210,3 @@ class SearchQAEnv(TextEnv):
         q = self._question
         queries = q.expert_queries or (q.question,)
         return [f"<search>{query}</search>" for query in queries] + [f"<answer>{q.golden_answers[0]}</answer>"]
-
-
-def _contains_gold(passages_text: str, golds: tuple[str, ...]) -> bool:
-    text = f" {normalize_answer(passages_text)} "
-    return any(f" {normalize_answer(g)} " in text for g in golds if normalize_answer(g))
-
-
-def answerability(env: SearchQAEnv) -> dict[str, dict[str, float]]:
-    """How often BM25 puts a passage containing a gold answer in the top-k, per data source and overall.
-
-    ``question``: searching the question text; ``expert``: any of the expert searches (:meth:`expert_actions`).
-    """
-    hits: dict[str, dict[str, list[bool]]] = defaultdict(lambda: {"question": [], "expert": []})
-    for task_id in env.task_ids():
-        q = env.question(task_id)
-        queries = q.expert_queries or (q.question,)
-        for source in (q.data_source, "all"):
-            hits[source]["question"].append(_contains_gold(env.search(q.question), q.golden_answers))
-            hits[source]["expert"].append(any(_contains_gold(env.search(s), q.golden_answers) for s in queries))
-    return {
-        source: {"n": len(v["question"]), **{k: sum(x) / len(x) for k, x in v.items()}} for source, v in hits.items()
-    }

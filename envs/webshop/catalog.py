@@ -35,11 +35,8 @@ import dataclasses
 import hashlib
 import itertools
 import json
-import os
 import random
 import re
-import shutil
-import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -62,8 +59,6 @@ PRICE_RANGE = [10.0 * i for i in range(1, 100)]
 NO_PRICE_BOUND = 1_000_000.0
 # Bump when what goes into a cached index changes, so that old caches are not reused.
 INDEX_FORMAT = "webshop-bm25-v1"
-# Queries are cut to this many words, which bounds their cost (and their terms, see _lucene.MAX_CLAUSES).
-MAX_QUERY_TERMS = 256
 
 
 @dataclasses.dataclass(frozen=True)
@@ -428,23 +423,9 @@ def build_goals(
 
 
 # ---------------------------------------------------------------- search
-def default_cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/prover_verl/webshop``, by default ``~/.cache/prover_verl/webshop``."""
-    root = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
-    return Path(root).expanduser() / "prover_verl" / "webshop"
-
-
-def clip_query(query: str) -> str:
-    """Cut a query to :data:`MAX_QUERY_TERMS` word tokens (Lucene's clause limit)."""
-    tokens = re.findall(r"\w+", query)
-    return " ".join(tokens[:MAX_QUERY_TERMS]) if len(tokens) > MAX_QUERY_TERMS else query
-
-
 class SearchIndex:
-    """Lucene BM25 over product documents, built once into ``cache_dir/<hash of the documents>``.
-
-    The index is built in a temporary directory and renamed into place, so processes racing to build it each
-    end up with one complete index. Searches are serialized (one JVM searcher per process) and memoized.
+    """Lucene BM25 over product documents, built once into ``cache_dir/<hash of the documents>``
+    (:func:`envs._lucene.cached_index`). Searches are serialized (one JVM searcher per process) and memoized.
 
     Args:
         docs: (asin, document text) pairs.
@@ -456,31 +437,13 @@ class SearchIndex:
         for asin, text in docs:
             digest.update(f"{asin}\x1f{text}\x1e".encode())
         self.key = digest.hexdigest()[:24]
-        self.index_dir = cache_dir / self.key
         self.num_docs = len(docs)
-        if not self.index_dir.exists():
-            self._build(docs, cache_dir)
-        meta = self.index_dir / "prover_index.json"
-        if not meta.is_file() or json.loads(meta.read_text()).get("num_docs") != len(docs):
-            raise RuntimeError(f"cached WebShop index {self.index_dir} is incomplete or stale; delete it to rebuild")
+        index_docs = ({"id": a, "contents": t} for a, t in docs)
+        self.index_dir = _lucene.cached_index(cache_dir, self.key, index_docs, len(docs), "WebShop index")
         self.searcher = _lucene.open_searcher(self.index_dir)
         self._lock = threading.Lock()
         self._memo: OrderedDict[str, tuple[str, ...]] = OrderedDict()
         self._memo_size = memo_size
-
-    def _build(self, docs: list[tuple[str, str]], cache_dir: Path) -> None:
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{self.key}-", dir=cache_dir))
-        try:
-            # One thread: the same internal document order (and so the same tie-breaking) in every build.
-            _lucene.build_index(({"id": a, "contents": t} for a, t in docs), tmp, threads=1)
-            try:
-                os.rename(tmp, self.index_dir)
-            except OSError:
-                if not self.index_dir.exists():
-                    raise
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
 
     def search(self, query: str, k: int = SEARCH_RETURN_N) -> tuple[str, ...]:
         """The asins of the top-``k`` documents for ``query``, best first."""
@@ -489,7 +452,8 @@ class SearchIndex:
             if key in self._memo:
                 self._memo.move_to_end(key)
                 return self._memo[key]
-            hits = tuple(hit.docid for hit in self.searcher.search(clip_query(query), k=k)) if query.strip() else ()
+            clipped = _lucene.clip_query(query)[0]
+            hits = tuple(hit.docid for hit in self.searcher.search(clipped, k=k)) if query.strip() else ()
             self._memo[key] = hits
             if len(self._memo) > self._memo_size:
                 self._memo.popitem(last=False)
@@ -553,7 +517,7 @@ def load_catalog(
         reviews_file: Reviews; None: ``data_dir/reviews.json`` if it exists (the original data has none).
         num_products: Keep only the first N products of the product file.
         human_goals: Goals from the human instructions (the standard WebShop benchmark), else synthetic ones.
-        cache_dir: Where the index is cached (default :func:`default_cache_dir`).
+        cache_dir: Where the index is cached (default ``_lucene.default_cache_dir("webshop")``).
 
     Raises:
         FileNotFoundError: a needed file is missing (the message names it).
@@ -575,5 +539,7 @@ def load_catalog(
     goals = build_goals(products, prices, attributes, files.get("human"))
     if not goals:
         raise ValueError(f"the WebShop files {', '.join(map(str, files.values()))} give no goals")
-    index = SearchIndex([(p.asin, p.search_text()) for p in products], cache_dir or default_cache_dir())
+    index = SearchIndex(
+        [(p.asin, p.search_text()) for p in products], cache_dir or _lucene.default_cache_dir("webshop")
+    )
     return Catalog(products, prices, goals, index, files)

@@ -29,9 +29,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+from envs import _lucene
 from envs._shared import abs_path, load_once
-from envs.base import EnvState, StepReturn, TextEnv
-from envs.webshop.catalog import DATA_DIR, Catalog, Goal, Product, default_cache_dir, load_catalog
+from envs.base import EnvState, StepReturn, TextEnv, UnknownTaskError
+from envs.webshop.catalog import DATA_DIR, Catalog, Goal, Product, load_catalog
 from envs.webshop.reward import purchase_reward, token_set_ratio
 
 PRODUCTS_PER_PAGE = 10
@@ -147,7 +148,7 @@ class WebShopEnv(TextEnv):
             raise ValueError(f"unknown WebShop split {split!r}; choose one of {', '.join(SPLITS)}")
         root = Path(data_dir).expanduser() if data_dir is not None else DATA_DIR
         files = (products_file, attributes_file, human_file, reviews_file)
-        cache = abs_path(cache_dir) if cache_dir is not None else str(default_cache_dir())
+        cache = abs_path(cache_dir) if cache_dir is not None else str(_lucene.default_cache_dir("webshop"))
         key = ("webshop", abs_path(root), *map(abs_path, files), num_products, human_goals, cache)
         self.catalog: Catalog = load_once(
             key,
@@ -172,25 +173,26 @@ class WebShopEnv(TextEnv):
         """The goal product's top category (``fashion``, ``beauty``, ...)."""
         return self.goal(task_id).category
 
-    def goal(self, task_id: str) -> Goal:
-        """The goal of a task (any goal of the catalog, whatever the split)."""
+    def has_task(self, task_id: str) -> bool:
+        """Any goal of the catalog, whatever the split (the split only chooses which goals are listed and drawn)."""
         try:
             index = int(task_id)
         except (TypeError, ValueError):
-            index = -1
-        if not 0 <= index < len(self.catalog.goals) or str(index) != str(task_id):
-            raise KeyError(f"no WebShop goal {task_id!r} (the catalog has goals '0'..'{len(self.catalog.goals) - 1}')")
-        return self.catalog.goals[index]
+            return False
+        return 0 <= index < len(self.catalog.goals) and str(index) == str(task_id)
+
+    def unknown_task(self, task_id: str) -> UnknownTaskError:
+        return UnknownTaskError(
+            f"no WebShop goal {task_id!r} (the catalog has goals '0'..'{len(self.catalog.goals) - 1}')"
+        )
+
+    def goal(self, task_id: str) -> Goal:
+        """The goal of a task (any goal of the catalog, whatever the split)."""
+        return self.catalog.goals[int(self.check_task(task_id))]
 
     # ------------------------------------------------------------------ episode
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        super().reset(seed=seed)  # seeds np_random
-        task_id = (options or {}).get("task_id")
-        if task_id is None:
-            if not self._task_ids:
-                raise RuntimeError(f"WebShop split '{self.split}' has no goals")
-            task_id = self._task_ids[int(self.np_random.integers(len(self._task_ids)))]
-        self._session = Session(goal_id=self.goal(str(task_id)).goal_id)
+    def _start(self, task_id: str) -> tuple[str, dict[str, Any]]:
+        self._session = Session(goal_id=self.goal(task_id).goal_id)
         return self._observe()
 
     def step(self, action: str) -> StepReturn:
@@ -420,26 +422,3 @@ def _closest_option(wanted: str, values: list[str]) -> str | None:
     scored = [(token_set_ratio(normalized, v), v) for v in values]
     best = max(scored, default=(0, None))
     return best[1] if best[0] > 85 else None
-
-
-def retrievability(env: WebShopEnv, task_ids: list[str] | None = None) -> dict[str, float]:
-    """How findable the goal products are with :func:`expert_query`, and how often the expert wins.
-
-    Returns:
-        ``n``; ``first_page``: share of goals whose product is on the first results page; ``top50``: in the 50
-        results; ``expert_won``: share of expert episodes with reward 1.0.
-    """
-    ids = env.task_ids() if task_ids is None else task_ids
-    first = top = won = 0
-    for task_id in ids:
-        goal = env.goal(task_id)
-        ranked = env.catalog.search(expert_query(goal))
-        first += goal.asin in ranked[:PRODUCTS_PER_PAGE]
-        top += goal.asin in ranked
-        env.reset(options={"task_id": task_id})
-        result = None
-        for action in env.expert_actions():
-            result = env.step(action)
-        won += bool(result and result[4]["won"])
-    n = len(ids)
-    return {"n": n, "first_page": first / n, "top50": top / n, "expert_won": won / n}

@@ -1,4 +1,7 @@
-"""How each environment is shown to the LLM and how its reply becomes an environment action."""
+"""How each environment is shown to the LLM and how its reply becomes an environment action.
+
+The system prompt and the action format of each env are part of its :class:`envs.EnvSpec` (``envs/<name>/spec.py``).
+"""
 
 from __future__ import annotations
 
@@ -6,26 +9,10 @@ import dataclasses
 import re
 from typing import Any
 
+import envs
+
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
 _ACTION = re.compile(r"<action>(.*?)</action>", re.DOTALL)
-
-_SYSTEMS = {
-    "alfworld": (
-        "You are an agent in a text-based household environment (ALFWorld). Each turn you see what happened and "
-        "the admissible actions. Think briefly, then reply with exactly one action inside <action></action>, "
-        "copied from the admissible actions."
-    ),
-    "webshop": (
-        "You are a shopping agent in a text-based web shop (WebShop). Each turn you see the page and the valid "
-        "actions: search[your query] on a search page, or click[an item in brackets]. Think briefly, then reply "
-        "with exactly one action inside <action></action>."
-    ),
-    "searchqa": (
-        "Answer the question. You may search a knowledge base as many times as you need: write "
-        "<search>your query</search> and the results come back between <information> and </information>. When "
-        "you know the answer, write <answer>a short answer</answer>. Think before each search or answer."
-    ),
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,18 +56,15 @@ class PromptAdapter:
         return lines[-1][:200] if lines else ""
 
 
-_TAGGED = {"alfworld": True, "webshop": True, "searchqa": False}
-
-
-def register_adapter(env_name: str, system: str, tagged_action: bool = True) -> None:
-    """Register the prompting of a new environment family (see :class:`PromptAdapter`)."""
-    _SYSTEMS[env_name] = system
-    _TAGGED[env_name] = tagged_action
-
-
 def make_adapter(env_name: str, max_obs_chars: int = 2000) -> PromptAdapter:
-    """Return the adapter of a registered environment family."""
-    if env_name not in _SYSTEMS:
-        raise ValueError(f"no prompt adapter for environment '{env_name}'; known: {sorted(_SYSTEMS)}")
-    tagged = _TAGGED[env_name]
-    return PromptAdapter(env_name, _SYSTEMS[env_name], tagged, show_admissible=tagged, max_obs_chars=max_obs_chars)
+    """Return the adapter of a registered environment family, from its :class:`envs.EnvSpec`."""
+    spec = envs.spec(env_name)
+    if not spec.system_prompt:
+        raise ValueError(f"no prompt adapter for environment '{env_name}': its EnvSpec has no system_prompt")
+    return PromptAdapter(
+        env_name,
+        spec.system_prompt,
+        spec.tagged_action,
+        show_admissible=spec.tagged_action,
+        max_obs_chars=max_obs_chars,
+    )

@@ -19,18 +19,8 @@ def get_env_pool(env_name: str, env: EnvConfig, split: str | None = None):
     kwargs = dict(env.kwargs) if split is None else {**env.kwargs, "split": split}
     key = (env_name, repr(sorted(kwargs.items())), env.pool_workers)
     if key not in _POOLS:
-        if env.pool_workers > 0:
-            from envs.shared_pool import SharedEnvPool
+        from envs import open_pool
 
-            _POOLS[key] = SharedEnvPool(
-                env_name,
-                kwargs,
-                num_workers=env.pool_workers,
-                call_timeout_s=env.call_timeout_s,
-                start_timeout_s=env.start_timeout_s,
-            )
-        else:
-            from envs.local_pool import LocalEnvPool
-
-            _POOLS[key] = LocalEnvPool(env_name, kwargs)
+        timeouts = {"call_timeout_s": env.call_timeout_s, "start_timeout_s": env.start_timeout_s}
+        _POOLS[key] = open_pool(env_name, kwargs, workers=env.pool_workers, **timeouts)
     return _POOLS[key]

@@ -9,6 +9,7 @@ writes ``tables.md`` and one CSV per benchmark:
 
 and, with ``--baseline``, each run's relative gain over the baseline on each benchmark's headline number
 (ALFWorld all, WebShop success, Search-QA mean EM) and their mean, the form of the paper's summary figure.
+Each benchmark's columns are declared by its env's :class:`envs.TableSpec` (``envs/<name>/spec.py``).
 """
 
 from __future__ import annotations
@@ -21,16 +22,8 @@ import os
 from collections import defaultdict
 from pathlib import Path
 
-ALFWORLD_TYPES = ("pick", "look", "clean", "heat", "cool", "pick2")
-# alfworld task-type directory prefix -> short column name
-ALFWORLD_PREFIX = {
-    "pick_and_place_simple": "pick",
-    "look_at_obj_in_light": "look",
-    "pick_clean_then_place_in_recep": "clean",
-    "pick_heat_then_place_in_recep": "heat",
-    "pick_cool_then_place_in_recep": "cool",
-    "pick_two_obj_and_place": "pick2",
-}
+import envs
+from envs.spec import TableSpec
 
 
 def load_episodes(log_dir: str | os.PathLike, step: int | None = None) -> list[dict]:
@@ -59,35 +52,41 @@ def _pct(values: list[float]) -> float | None:
     return 100.0 * sum(values) / len(values) if values else None
 
 
+def _tables() -> dict[str, TableSpec]:
+    """The benchmarks, in registration order: every registered env whose spec has a table."""
+    return {spec.name: spec.table for spec in envs.specs() if spec.table is not None}
+
+
+def table_row(spec: TableSpec, episodes: list[dict]) -> dict[str, float | None]:
+    """The table columns of one run on one benchmark (see :class:`envs.TableSpec`)."""
+    row: dict[str, float | None] = {}
+    if spec.per_category:
+        per: dict[str, list[float]] = defaultdict(list)
+        for ep in episodes:
+            category = ep.get("category") or "unknown"
+            per[spec.category_names.get(category, category)].append(ep.get(spec.per_category, ep["won"]))
+        if spec.categories:
+            row.update({c: _pct(per.get(c, [])) for c in spec.categories})
+        else:
+            row.update({c: _pct(v) for c, v in sorted(per.items())})
+    if spec.mean_column:
+        row[spec.mean_column] = sum(row.values()) / len(row)
+    for column, field in spec.totals.items():
+        row[column] = _pct([ep[field] for ep in episodes])
+    return row
+
+
 def benchmark_rows(episodes: list[dict]) -> dict[str, dict[str, float | None]]:
     """Per benchmark, the table columns of one run."""
     by_env: dict[str, list[dict]] = defaultdict(list)
     for ep in episodes:
         by_env[ep["env"]].append(ep)
-    tables: dict[str, dict[str, float | None]] = {}
-    if "alfworld" in by_env:
-        eps = by_env["alfworld"]
-        per_type: dict[str, list[float]] = defaultdict(list)
-        for ep in eps:
-            category = ep.get("category") or "unknown"
-            per_type[ALFWORLD_PREFIX.get(category, category)].append(ep["won"])
-        row = {t: _pct(per_type.get(t, [])) for t in ALFWORLD_TYPES}
-        row["all"] = _pct([ep["won"] for ep in eps])
-        tables["alfworld"] = row
-    if "webshop" in by_env:
-        eps = by_env["webshop"]
-        tables["webshop"] = {"score": _pct([ep["reward"] for ep in eps]), "success": _pct([ep["won"] for ep in eps])}
-    if "searchqa" in by_env:
-        per_source: dict[str, list[float]] = defaultdict(list)
-        for ep in by_env["searchqa"]:
-            per_source[ep.get("category") or "unknown"].append(ep.get("em", ep["won"]))
-        row = {source: _pct(v) for source, v in sorted(per_source.items())}
-        row["avg"] = sum(row.values()) / len(row)
-        tables["searchqa"] = row
-    return tables
+    return {name: table_row(spec, by_env[name]) for name, spec in _tables().items() if name in by_env}
 
 
-HEADLINE = {"alfworld": "all", "webshop": "success", "searchqa": "avg"}
+def headlines() -> dict[str, str]:
+    """Benchmark -> the column its relative gains are computed on (the form of the paper's summary figure)."""
+    return {name: spec.headline for name, spec in _tables().items()}
 
 
 def relative_gains(runs: dict[str, dict], baseline: str) -> dict[str, dict[str, float]]:
@@ -97,7 +96,7 @@ def relative_gains(runs: dict[str, dict], baseline: str) -> dict[str, dict[str, 
     gains = {}
     for name, tables in runs.items():
         row = {}
-        for bench, column in HEADLINE.items():
+        for bench, column in headlines().items():
             base = runs[baseline].get(bench, {}).get(column)
             value = tables.get(bench, {}).get(column)
             if base and value is not None:
@@ -115,8 +114,8 @@ def _fmt(value: float | None) -> str:
 def markdown(runs: dict[str, dict], gains: dict[str, dict] | None = None) -> str:
     """Markdown tables, one per benchmark present in any run."""
     out = []
-    for bench in ("alfworld", "webshop", "searchqa"):
-        columns = sorted({c for t in runs.values() for c in t.get(bench, {})}, key=_column_order(bench))
+    for bench in _tables():
+        columns = _columns(runs, bench)
         if not columns:
             continue
         out.append(f"### {bench}\n")
@@ -127,7 +126,7 @@ def markdown(runs: dict[str, dict], gains: dict[str, dict] | None = None) -> str
             out.append(f"| {name} | " + " | ".join(_fmt(row.get(c)) for c in columns) + " |")
         out.append("")
     if gains:
-        columns = [*HEADLINE, "mean"]
+        columns = [*headlines(), "mean"]
         out.append("### relative gain over the baseline (%)\n")
         out.append("| run | " + " | ".join(columns) + " |")
         out.append("|---|" + "---|" * len(columns))
@@ -136,10 +135,16 @@ def markdown(runs: dict[str, dict], gains: dict[str, dict] | None = None) -> str
     return "\n".join(out) + "\n"
 
 
-def _column_order(bench: str):
-    fixed = {"alfworld": [*ALFWORLD_TYPES, "all"], "webshop": ["score", "success"]}.get(bench, [])
-    last = {"searchqa": "avg"}.get(bench)
-    return lambda c: (c == last, fixed.index(c) if c in fixed else len(fixed), c)
+def _columns(runs: dict[str, dict], bench: str) -> list[str]:
+    """The columns of ``bench`` in any run: the spec's fixed columns in order, then the others sorted, the mean
+    column last."""
+    spec = _tables()[bench]
+    fixed = spec.fixed_columns()
+
+    def order(c: str) -> tuple:
+        return (c == spec.mean_column, fixed.index(c) if c in fixed else len(fixed), c)
+
+    return sorted({c for t in runs.values() for c in t.get(bench, {})}, key=order)
 
 
 def write_tables(runs: dict[str, dict], out_dir: str | os.PathLike, baseline: str | None = None) -> Path:
@@ -149,8 +154,8 @@ def write_tables(runs: dict[str, dict], out_dir: str | os.PathLike, baseline: st
     gains = relative_gains(runs, baseline) if baseline else None
     md = out / "tables.md"
     md.write_text(markdown(runs, gains))
-    for bench in ("alfworld", "webshop", "searchqa"):
-        columns = sorted({c for t in runs.values() for c in t.get(bench, {})}, key=_column_order(bench))
+    for bench in _tables():
+        columns = _columns(runs, bench)
         if not columns:
             continue
         with open(out / f"{bench}.csv", "w", newline="") as f:

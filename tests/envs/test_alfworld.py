@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 
-import envs
-from envs.alfworld import generate
 from envs.alfworld.engine import EngineCache
 from envs.alfworld.env import AlfWorldEnv
 from envs.alfworld.games import SHIPPED_DATA, TASK_TYPES, resolve_data_dir
-from envs.base import EnvState
+from envs.base import EnvState, UnknownTaskError
+from tools.make_data import alfworld as generate
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -74,13 +73,8 @@ def test_shipped_splits_cover_every_task_type(env):
         assert all(split_env.task_category(t) == split_env.task_type(t) for t in split_env.task_ids())
     assert not set(env.task_ids()) & set(valid.task_ids())
     assert env.data_dir == SHIPPED_DATA
-    with pytest.raises(ValueError, match="unknown ALFWorld task 'nope'"):
+    with pytest.raises(UnknownTaskError, match="unknown ALFWorld task 'nope'"):
         env.task_type("nope")
-
-
-def test_registry_builds_the_env():
-    made = envs.make("alfworld", data_dir=SHIPPED_DATA, max_steps=7)
-    assert isinstance(made, AlfWorldEnv) and made.max_steps == 7 and made.name == "alfworld"
 
 
 @pytest.mark.parametrize("task_type", TASK_TYPES)
@@ -102,12 +96,6 @@ def test_expert_actions_win_each_task_type(env, task_type):
         env.step("look")
 
 
-def test_reset_by_seed_is_reproducible(env):
-    first = env.reset(seed=3)
-    assert env.reset(seed=3) == first
-    assert len({env.reset(seed=s)[0] for s in range(8)}) > 1
-
-
 def test_invalid_action_gets_feedback_and_counts_as_a_step(env):
     _, info = env.reset(options={"task_id": env.task_ids()[0]})
     obs, reward, terminated, truncated, after = env.step("dance with the fridge")
@@ -124,13 +112,6 @@ def test_truncation_at_max_steps():
     with pytest.raises(RuntimeError, match="is over"):
         short.step("look")
     assert AlfWorldEnv(data_dir=SHIPPED_DATA).max_steps == 50
-
-
-def test_calls_before_reset_fail():
-    fresh = AlfWorldEnv(data_dir=SHIPPED_DATA)
-    for call in (lambda: fresh.step("look"), fresh.snapshot, fresh.expert_actions):
-        with pytest.raises(RuntimeError, match="call reset"):
-            call()
 
 
 # ---------------------------------------------------------------- snapshot / restore
@@ -206,10 +187,6 @@ def test_restore_rejects_bad_states(env):
     env.reset(options={"task_id": env.task_ids()[0]})
     env.step("look")
     state = env.snapshot()
-    with pytest.raises(ValueError, match="cannot restore a 'toy' state"):
-        env.restore(EnvState("toy", state.task_id, 1, state.payload))
-    with pytest.raises(ValueError, match="unknown ALFWorld task"):
-        env.restore(EnvState("alfworld", "nope", 1, state.payload))
     with pytest.raises(ValueError, match="malformed"):
         env.restore(EnvState("alfworld", state.task_id, 1, "garbage"))
     with pytest.raises(ValueError, match="malformed"):

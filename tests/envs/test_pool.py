@@ -16,6 +16,7 @@ import time
 import pytest
 
 import envs
+from envs.base import UnknownTaskError
 from envs.local_pool import LocalEnvPool
 from envs.pool import EnvPool, EnvPoolError, EnvTimeoutError, EnvWorkerError
 from envs.toy import ToyEnv
@@ -175,6 +176,28 @@ async def test_local_pool_close_is_idempotent_too():
     pool.shutdown()
 
 
+async def test_open_pool_without_workers_is_a_local_pool_that_forks_exactly():
+    pool = envs.open_pool("toy", {"num_tasks": 4}, workers=0, call_timeout_s=5.0)  # a timeout only the Ray pool has
+    assert isinstance(pool, LocalEnvPool) and isinstance(pool, envs.EnvPoolLike)
+    actions = script(2)
+    episode_id, obs, _ = await pool.reset(task_id="code-2")
+    reference = play_local("code-2", actions)
+    assert obs == reference[0] and await play_pool(pool, episode_id, actions[:3]) == reference[1:4]
+    state = await pool.snapshot(episode_id)
+    fork_id, fork_obs, _ = await pool.restore(state)
+    assert fork_id != episode_id and fork_obs == reference[3][0]
+    assert await play_pool(pool, fork_id, actions[3:]) == reference[4:]
+    with pytest.raises(ValueError, match="already exists"):
+        await pool.restore(state, episode_id=fork_id)
+    with pytest.raises(UnknownTaskError, match="unknown toy task 'nope'"):
+        await pool.reset(task_id="nope")
+    pool.shutdown()
+    with pytest.raises(ValueError, match="unknown environment 'nosuch'"):
+        envs.open_pool("nosuch")
+    with pytest.raises(ValueError, match="workers must be >= 0"):
+        envs.open_pool("toy", workers=-1)
+
+
 async def test_hung_call_times_out_and_pool_keeps_working(make_pool):
     pool = make_pool(call_timeout_s=1.0, env_kwargs={"hang_s": 120.0})
     await pool.reset("a", task_id="code-0", worker=0)
@@ -288,7 +311,7 @@ async def test_max_restarts_exceeded_fails_the_pool(make_pool):
 
 async def test_errors_and_sync_facade(make_pool):
     pool = make_pool(num_workers=1)
-    with pytest.raises(ValueError, match="unknown toy task"):  # the env's own error, raised in the worker
+    with pytest.raises(UnknownTaskError, match="unknown toy task"):  # the env's own error, raised in the worker
         await pool.reset(task_id="nope")
     assert pool.stats()["open_episodes"] == 0 and pool.stats()["worker_loads"] == [0]
     with pytest.raises(KeyError, match="no open episode"):

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 import envs
+from envs import _lucene
 from envs.base import EnvState
-from envs.webshop import catalog, make_data
+from envs.webshop import catalog
 from envs.webshop.catalog import Goal, Product, Review
-from envs.webshop.env import WebShopEnv, expert_query, parse_action, retrievability, split_goal_ids
+from envs.webshop.env import WebShopEnv, expert_query, parse_action, split_goal_ids
 from envs.webshop.reward import (
     attribute_matches,
     category_match,
@@ -23,6 +24,8 @@ from envs.webshop.reward import (
     total_reward,
     type_reward,
 )
+from tools.make_data import webshop as make_data
+from tools.make_data.webshop import retrievability
 
 
 @pytest.fixture(scope="module")
@@ -420,11 +423,10 @@ def test_truncation_after_max_steps(cache_dir):
         short.step("click[back to search]")
 
 
-def test_seeded_reset_and_registry(env, cache_dir):
+def test_envs_of_one_catalog_share_it(cache_dir):
     made = envs.make("webshop", split="test", cache_dir=cache_dir)
     assert isinstance(made, WebShopEnv) and made.catalog is WebShopEnv(split="test", cache_dir=cache_dir).catalog
-    first = made.reset(seed=7)
-    assert made.reset(seed=7) == first and first[1]["task"] in {made.goal(t).instruction for t in made.task_ids()}
+    assert made.reset(seed=7)[1]["task"] in {made.goal(t).instruction for t in made.task_ids()}
 
 
 # ---------------------------------------------------------------- fork
@@ -471,10 +473,6 @@ def test_restore_rejects_foreign_states(env):
     env.step("search[shampoo]")
     state = env.snapshot()
     fp, *rest = state.payload
-    with pytest.raises(ValueError, match="'searchqa'"):
-        env.restore(EnvState("searchqa", state.task_id, 1, state.payload))
-    with pytest.raises(KeyError):
-        env.restore(EnvState("webshop", "nope", 1, state.payload))
     with pytest.raises(ValueError, match="another catalog"):
         env.restore(EnvState("webshop", state.task_id, 1, ("0" * 16, *rest)))
     with pytest.raises(ValueError, match="malformed"):
@@ -487,39 +485,10 @@ def test_restore_rejects_foreign_states(env):
         env.restore(state.payload)
 
 
-# Run by exec in a spawned child (a test module is not importable there): build the env from the same data,
-# restore the pickled state, replay the actions.
-CHILD = """
-import pickle
-from envs.webshop.env import WebShopEnv
-
-child = WebShopEnv(split="all", cache_dir=cache_dir)
-restored = child.restore(pickle.loads(state_bytes))
-queue.put((restored, [child.step(a) for a in actions], str(child.catalog.index.index_dir)))
-"""
-
-
-def test_restore_in_another_process(env, cache_dir, run_in_spawned_child):
-    goal = goal_with(env, lambda g, p: len(g.options) == 2)
-    env.reset(options={"task_id": goal.goal_id})
-    actions = episode_actions(env, goal)
-    at_fork = play(env, actions[:5])[-1]
-    state = env.snapshot()
-    expected = play(env, actions[5:])
-    index_dir = env.catalog.index.index_dir
-    built = {p.name: p.stat().st_mtime_ns for p in index_dir.iterdir()}
-    scope = {"state_bytes": pickle.dumps(state), "actions": actions[5:], "cache_dir": str(cache_dir)}
-    restored, replayed, child_index = run_in_spawned_child(CHILD, scope)
-    assert restored == (at_fork[0], at_fork[4])
-    assert replayed == expected and replayed[-1][1] == 1.0
-    assert child_index == str(index_dir)  # the child reused the cached index ...
-    assert {p.name: p.stat().st_mtime_ns for p in index_dir.iterdir()} == built  # ... without rebuilding it
-
-
 # ---------------------------------------------------------------- files
 def test_cache_dir_default_follows_xdg(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert catalog.default_cache_dir() == tmp_path / "prover_verl" / "webshop"
+    assert _lucene.default_cache_dir("webshop") == tmp_path / "prover_verl" / "webshop"
 
 
 def test_original_files_drop_in_by_path(tmp_path, cache_dir):

@@ -13,11 +13,12 @@ several receptacles, some of them closed, so an agent must decide where to look 
 checked in generation: it loads through TextWorld's ``PddlEnv`` with ALFWorld's wrappers, is not won at start,
 and the planner's plan (stored as the walkthrough) wins it.
 
-``python -m envs.alfworld.generate --out DIR --num N --split train --seed 0`` writes ``N`` games cycling over the
-six task types. The set shipped in ``envs/alfworld/data`` was written by::
+``python -m tools.make_data.alfworld --out DIR --num N --split train --seed 0`` writes ``N`` games cycling over the
+six task types (run from a source checkout: ``tools/`` is not installed). The set shipped in
+``envs/alfworld/data`` was written by::
 
-    python -m envs.alfworld.generate --out envs/alfworld/data --num 12 --split train --seed 0
-    python -m envs.alfworld.generate --out envs/alfworld/data --num 6 --split valid_unseen --seed 1000
+    python -m tools.make_data.alfworld --out envs/alfworld/data --num 12 --split train --seed 0
+    python -m tools.make_data.alfworld --out envs/alfworld/data --num 6 --split valid_unseen --seed 1000
 """
 
 from __future__ import annotations
@@ -35,80 +36,14 @@ from alfworld.info import ALFRED_PDDL_PATH, ALFRED_TWL2_PATH
 
 from envs.alfworld.games import JSON_DIR, TASK_TYPES
 
-# receptacle class -> (min, max) instances; scene number ranges follow ALFRED's (kitchens 1-30, bedrooms 301-330).
+# The seed literals are data (alfworld_seed.json next to this): per room, its scene numbers (first and last, as
+# ALFRED's: kitchens 1-30, bedrooms 301-330), receptacle class -> (min, max) instances and objects; per task type,
+# the rooms it is set in, and the receptacle (tool) and object property its action needs.
+_SEED = json.loads(Path(__file__).with_name("alfworld_seed.json").read_text(encoding="utf-8"))
 _ROOMS: dict[str, dict[str, Any]] = {
-    "kitchen": {
-        "scenes": range(1, 31),
-        "receptacles": {
-            "CounterTop": (1, 1),
-            "Cabinet": (2, 3),
-            "Drawer": (1, 2),
-            "Fridge": (1, 1),
-            "Microwave": (1, 1),
-            "SinkBasin": (1, 1),
-            "DiningTable": (0, 1),
-            "GarbageCan": (0, 1),
-        },
-        "objects": [
-            "Apple",
-            "Bowl",
-            "Bread",
-            "Cup",
-            "Egg",
-            "Mug",
-            "Plate",
-            "Potato",
-            "Tomato",
-            "Lettuce",
-            "Spatula",
-            "Fork",
-            "Spoon",
-            "Pan",
-            "Pot",
-            "SoapBottle",
-            "DishSponge",
-            "PepperShaker",
-            "SaltShaker",
-        ],
-    },
-    "bedroom": {
-        "scenes": range(301, 331),
-        "receptacles": {
-            "Desk": (1, 1),
-            "SideTable": (1, 2),
-            "Bed": (1, 1),
-            "Drawer": (2, 3),
-            "Dresser": (0, 1),
-            "Shelf": (1, 1),
-            "Safe": (0, 1),
-            "GarbageCan": (0, 1),
-        },
-        "objects": [
-            "Book",
-            "CD",
-            "CellPhone",
-            "CreditCard",
-            "KeyChain",
-            "Pen",
-            "Pencil",
-            "AlarmClock",
-            "Mug",
-            "Bowl",
-            "Pillow",
-            "Laptop",
-        ],
-    },
+    name: {**room, "scenes": range(room["scenes"][0], room["scenes"][1] + 1)} for name, room in _SEED["rooms"].items()
 }
-
-# task type -> rooms it is set in, target objects, and the receptacle whose action the task needs.
-_TASKS: dict[str, dict[str, Any]] = {
-    "pick_and_place_simple": {"rooms": ("kitchen", "bedroom"), "tool": None, "property": None},
-    "look_at_obj_in_light": {"rooms": ("bedroom",), "tool": None, "property": None},
-    "pick_clean_then_place_in_recep": {"rooms": ("kitchen",), "tool": "SinkBasin", "property": "Cleanable"},
-    "pick_heat_then_place_in_recep": {"rooms": ("kitchen",), "tool": "Microwave", "property": "Heatable"},
-    "pick_cool_then_place_in_recep": {"rooms": ("kitchen",), "tool": "Fridge", "property": "Coolable"},
-    "pick_two_obj_and_place": {"rooms": ("kitchen", "bedroom"), "tool": None, "property": None},
-}
+_TASKS: dict[str, dict[str, Any]] = _SEED["tasks"]
 
 # Classes the domain names as constants (CleanObject, HeatObject, CoolObject, SliceObject): always declared.
 _DOMAIN_RTYPES = ("SinkBasin", "Microwave", "Fridge")

@@ -9,7 +9,7 @@ copied and an LLM cannot answer from memory: it has to search. The output is det
   ``hotpot_mini`` (multi-hop: a bridge entity or a comparison of two passages, so two searches).
   ``metadata.expert_queries`` holds the searches that find the supporting passages.
 
-Run ``python -m envs.searchqa.make_data`` to rewrite the files, ``--check`` to also measure how often BM25 finds a
+Run ``python -m tools.make_data.searchqa`` to rewrite the files, ``--check`` to also measure how often BM25 finds a
 passage containing the gold answer (with the question text, and with the expert queries).
 """
 
@@ -19,81 +19,46 @@ import argparse
 import dataclasses
 import json
 import random
+from collections import defaultdict
 from pathlib import Path
 
-DATA_DIR = Path(__file__).resolve().parent / "data"
+from envs.searchqa.answer import normalize_answer
+from envs.searchqa.corpus import DATA_DIR
+from envs.searchqa.env import SearchQAEnv
+
 SEED = 20261202
 NUM_SINGLE_HOP = 100
 NUM_MULTI_HOP = 80
 TEST_FRACTION = 0.25
 
-ONSETS = ["b", "br", "c", "d", "dr", "f", "g", "gr", "h", "k", "kr", "l", "m", "n", "p", "r", "s", "st", "t"]
-ONSETS += ["th", "tr", "v", "z", "sk", "pl"]
-VOWELS = ["a", "e", "i", "o", "u", "a", "e", "o", "ae", "ai", "ei", "ou"]
-MIDDLE_CODAS = ["", "", "l", "n", "r", "m"]
-FINAL_CODAS = ["", "n", "r", "l", "th", "nd", "rk", "m", "x", "v"]
-
-PROFESSIONS = {
-    "painter": 12,
-    "poet": 10,
-    "novelist": 12,
-    "composer": 10,
-    "engineer": 15,
-    "astronomer": 8,
-    "explorer": 12,
-    "architect": 8,
-    "physician": 8,
-    "merchant": 10,
-    "general": 5,
-}
-WORK_KIND = {"painter": "painting", "poet": "poem cycle", "novelist": "novel", "composer": "symphony"}
-WORK_KIND["astronomer"] = "star atlas"
-WORK_VERB = {
-    "painter": "painted",
-    "poet": "wrote",
-    "novelist": "wrote",
-    "composer": "composed",
-    "astronomer": "compiled",
-}
-WORK_PARTICIPLE = {**WORK_VERB, "poet": "written", "novelist": "written"}
-WORKS_PER = {"painter": 2, "poet": 1, "novelist": 2, "composer": 1, "astronomer": 1}
-TITLE_ADJ = ["Glass", "Silent", "Crimson", "Hollow", "Winter", "Silver", "Drowned", "Burning", "Patient", "Northern"]
-TITLE_ADJ += ["Quiet", "Iron", "Amber", "Broken", "Golden", "Lonely", "Seventh", "Last", "Wandering", "Pale"]
-TITLE_NOUN = ["Orchard", "Lantern", "Harbour", "Bell", "Garden", "Tower", "Compass", "Mirror", "Meadow", "Lighthouse"]
-TITLE_NOUN += ["Cathedral", "Archive", "Violin", "Ferry", "Observatory", "Vineyard", "Staircase", "Tide", "Forest"]
-SUBJECTS = ["a shipwreck off the coast", "the harvest in the hill villages", "a family of lamp makers", "the winter"]
-SUBJECTS += ["siege of a fortress", "a night market", "two rival bell founders", "the flooding of a valley"]
-SUBJECTS += ["a travelling circus", "the stars over the desert", "a merchant's daughter", "the last wolf of the forest"]
-DEVICE_PREFIX = ["tide", "vapour", "mirror", "spring", "salt", "wind", "spiral", "echo", "twin", "copper", "lantern"]
-DEVICE_PREFIX += ["hollow", "quartz", "reed", "drum", "water", "ember", "needle"]
-DEVICES = ["clock", "loom", "lamp", "pump", "press", "sextant", "engine", "kiln", "telegraph", "lens", "furnace"]
-DEVICES += ["valve", "barometer", "crane", "turbine"]
-PURPOSES = ["measure the depth of harbours", "weave sailcloth faster", "light mine shafts", "drain flooded fields"]
-PURPOSES += ["print maps in colour", "find the position of ships at night", "send messages between lighthouses"]
-PURPOSES += ["fire porcelain evenly", "grind lenses for telescopes", "forecast storms", "lift stone blocks"]
-PURPOSES += ["keep time at sea", "purify drinking water", "dry grain after the harvest", "set broken bones"]
-PRODUCTS = ["brass telescopes", "paper lanterns", "glass beads", "sailcloth", "pocket watches", "printing ink"]
-PRODUCTS += ["porcelain", "ship rope", "copper kettles", "wool blankets", "printing presses", "bicycles", "pianos"]
-PRODUCTS += ["olive soap", "beeswax candles", "sea charts", "umbrellas", "harpoons", "spectacle lenses", "matches"]
-PRODUCTS += ["chocolate", "black tea", "ceramic tiles", "steam whistles", "compasses", "saddles", "oak barrels"]
-PRODUCTS += ["violins", "fishing nets", "indigo dye"]
-COMPANY_SUFFIX = ["Works", "Company", "Foundry", "Mills", "Trading House", "Ironworks", "Press", "Shipyards"]
-ANIMALS = ["snow leopard", "grey heron", "ibex", "river otter", "lynx", "crowned crane", "peregrine falcon"]
-ANIMALS += ["bison", "red stag", "harbour seal"]
-GOVERNMENTS = ["a council of elders", "an elected chancellor", "a hereditary duke", "a queen and a senate"]
-GOVERNMENTS += ["a guild assembly", "a prince-bishop"]
-SPORTS = ["football", "rowing", "hurling", "cricket", "polo", "rugby", "fencing", "basketball"]
-CLUB_SUFFIX = ["Athletic", "Rovers", "Wanderers", "United", "Harriers"]
-STADIUM_SUFFIX = ["Park", "Ground", "Arena", "Field"]
-MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October"]
-MONTHS += ["November", "December"]
-CELEBRATIONS = ["the spring harvest", "the first snowfall", "the return of the fishing fleet", "the longest day"]
-CELEBRATIONS += ["the founding of the city", "the river spirits", "the grape harvest", "the end of the rainy season"]
-CELEBRATIONS += ["the city's patron poet", "the great bell", "the herring run", "the lantern makers"]
-INDUSTRIES = ["glassblowing", "silk weaving", "clockmaking", "salt panning", "shipbuilding", "cheese", "copper mining"]
-INDUSTRIES += ["wine", "printing", "pottery", "tanning", "fishing"]
-LATER_LIFE = ["was known for a sharp temper", "kept a famous diary", "taught for many years", "never married"]
-LATER_LIFE += ["travelled widely", "corresponded with many scholars", "died in poverty", "left a large library"]
+# The seed literals (syllables, professions, titles, places, ...) are data: searchqa_seed.json next to this.
+_SEED = json.loads(Path(__file__).with_name("searchqa_seed.json").read_text(encoding="utf-8"))
+ONSETS: list[str] = _SEED["onsets"]
+VOWELS: list[str] = _SEED["vowels"]
+MIDDLE_CODAS: list[str] = _SEED["middle_codas"]
+FINAL_CODAS: list[str] = _SEED["final_codas"]
+PROFESSIONS: dict[str, int] = _SEED["professions"]
+WORK_KIND: dict[str, str] = _SEED["work_kind"]
+WORK_VERB: dict[str, str] = _SEED["work_verb"]
+WORK_PARTICIPLE: dict[str, str] = _SEED["work_participle"]
+WORKS_PER: dict[str, int] = _SEED["works_per"]
+TITLE_ADJ: list[str] = _SEED["title_adj"]
+TITLE_NOUN: list[str] = _SEED["title_noun"]
+SUBJECTS: list[str] = _SEED["subjects"]
+DEVICE_PREFIX: list[str] = _SEED["device_prefix"]
+DEVICES: list[str] = _SEED["devices"]
+PURPOSES: list[str] = _SEED["purposes"]
+PRODUCTS: list[str] = _SEED["products"]
+COMPANY_SUFFIX: list[str] = _SEED["company_suffix"]
+ANIMALS: list[str] = _SEED["animals"]
+GOVERNMENTS: list[str] = _SEED["governments"]
+SPORTS: list[str] = _SEED["sports"]
+CLUB_SUFFIX: list[str] = _SEED["club_suffix"]
+STADIUM_SUFFIX: list[str] = _SEED["stadium_suffix"]
+MONTHS: list[str] = _SEED["months"]
+CELEBRATIONS: list[str] = _SEED["celebrations"]
+INDUSTRIES: list[str] = _SEED["industries"]
+LATER_LIFE: list[str] = _SEED["later_life"]
 RANGES = 4
 SEAS = 4
 
@@ -648,6 +613,28 @@ def _write_jsonl(path: Path, rows: list[dict]) -> None:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
+def _contains_gold(passages_text: str, golds: tuple[str, ...]) -> bool:
+    text = f" {normalize_answer(passages_text)} "
+    return any(f" {normalize_answer(g)} " in text for g in golds if normalize_answer(g))
+
+
+def answerability(env: SearchQAEnv) -> dict[str, dict[str, float]]:
+    """How often BM25 puts a passage containing a gold answer in the top-k, per data source and overall.
+
+    ``question``: searching the question text; ``expert``: any of the expert searches (:meth:`expert_actions`).
+    """
+    hits: dict[str, dict[str, list[bool]]] = defaultdict(lambda: {"question": [], "expert": []})
+    for task_id in env.task_ids():
+        q = env.question(task_id)
+        queries = q.expert_queries or (q.question,)
+        for source in (q.data_source, "all"):
+            hits[source]["question"].append(_contains_gold(env.search(q.question), q.golden_answers))
+            hits[source]["expert"].append(any(_contains_gold(env.search(s), q.golden_answers) for s in queries))
+    return {
+        source: {"n": len(v["question"]), **{k: sum(x) / len(x) for k, x in v.items()}} for source, v in hits.items()
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=DATA_DIR)
@@ -657,8 +644,6 @@ def main(argv: list[str] | None = None) -> None:
     for name, path in paths.items():
         print(f"{name}: {len(path.read_text().splitlines())} rows -> {path}")
     if args.check:
-        from envs.searchqa.env import SearchQAEnv, answerability
-
         for split in ("train", "test"):
             env = SearchQAEnv(corpus_path=paths["corpus"], questions_path=args.out / "questions", split=split)
             print(split, json.dumps(answerability(env), indent=1))
