@@ -238,15 +238,3 @@ async def test_ablation_random_segment_is_verified_without_a_judge(make_loop, ma
     for row in credited:
         first = policy_runs(batch.batch["response_mask"][row])[0]
         assert batch.batch[CREDIT_FIELD][row][first[0]] == 0.5
-
-
-def test_a_rows_split_selects_envs_of_that_split(tmp_path):
-    # validation rows list tasks of another split (ALFWorld valid_unseen): their envs must be built for it, not for
-    # env.kwargs' split (the CPU smoke's step-2 validation failed on exactly this)
-    from prover_verl.config import EnvConfig
-
-    env = EnvConfig(name="toy", kwargs={"split": "train", "max_steps": 5})
-    train, val = env_agent_loop.get_env_pool("toy", env), env_agent_loop.get_env_pool("toy", env, "valid_unseen")
-    assert train.env_kwargs == {"split": "train", "max_steps": 5}
-    assert val.env_kwargs == {"split": "valid_unseen", "max_steps": 5}
-    assert env_agent_loop.get_env_pool("toy", env, "valid_unseen") is val
