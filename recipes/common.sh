@@ -9,7 +9,7 @@
 #   N_GPUS, NNODES, TOTAL_STEPS, PROJECT, EXPERIMENT, CKPT_DIR, LOGGER
 #   TRAIN_BATCH  tasks per step (default per env below); the shipped small data sets need a smaller one
 # Flags: --dry-run prints the resolved verl config and exits (no GPU needed); --cpu-smoke runs the same recipe on
-# CPU with a tiny random model (docs/cpu_loop.md; SMOKE_DIR, SMOKE_STEPS, SMOKE_JUDGE); anything else goes to hydra.
+# CPU with a tiny model (docs/cpu_loop.md; SMOKE_DIR, SMOKE_STEPS, SMOKE_JUDGE, ...); anything else goes to hydra.
 set -euo pipefail
 
 : "${ENV_NAME:?set by the recipe}" "${ESTIMATOR:?set by the recipe}" "${MODEL_SIZE:?set by the recipe}"

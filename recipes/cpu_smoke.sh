@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # --cpu-smoke of recipes/common.sh (sourced by it after the recipe's settings): the same recipe, made small enough
-# to run verl's whole training loop on CPU in minutes (docs/cpu_loop.md). Not for results: the model is random.
+# to run verl's whole training loop on CPU in minutes (docs/cpu_loop.md). Not for results: the model is tiny.
 #   SMOKE_DIR    where the tiny model, the data, checkpoints and logs go (default: ${TMPDIR:-/tmp}/prover_smoke/...)
 #   SMOKE_STEPS  training steps (default 2: validation and a checkpoint at step 2); rerun with 3 to resume from it
 #   SMOKE_JUDGE  judge type: heuristic (default) or policy (the policy's own replica answers the judge prompts)
