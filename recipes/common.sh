@@ -52,14 +52,15 @@ case "$MODEL_SIZE" in
   4B) MICRO=2; TP=1; TOKENS_PER_GPU=12288 ;;
   *) echo "unknown MODEL_SIZE=$MODEL_SIZE" >&2; exit 2 ;;
 esac
-# Baselines (GiGPO, RLOO, PPO) and ProVer ablation flags: per-method settings in recipes/methods.sh.
-source "$(dirname "${BASH_SOURCE[0]}")/methods.sh"
 SAVE_FREQ=25
 TEST_FREQ=25
 SMOKE=()
 if [ "$CPU_SMOKE" = true ]; then
   source "$(dirname "${BASH_SOURCE[0]}")/cpu_smoke.sh"
 fi
+# Baselines (GiGPO, RLOO, PPO) and ProVer ablation flags: per-method settings in recipes/methods.sh (after the
+# smoke's settings, which change the model path and micro batch the critic takes).
+source "$(dirname "${BASH_SOURCE[0]}")/methods.sh"
 
 exec python3 -m prover_verl.main \
   dry_run="$DRY_RUN" \

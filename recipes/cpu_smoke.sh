@@ -58,6 +58,9 @@ SMOKE=(
   # FSDP1 takes a device id, which torch refuses without an accelerator; FSDP2 (fully_shard) runs over gloo
   actor_rollout_ref.actor.strategy=fsdp2
   actor_rollout_ref.ref.strategy=fsdp2
+  critic.strategy=fsdp2
+  critic.model.use_remove_padding=false
+  +critic.model.override_config.attn_implementation=sdpa
   # verl gives a forward-only FSDP2 model (the reference) CPUOffloadPolicy(pin_memory=True) unconditionally
   # (verl/workers/engine/fsdp/transformer_impl.py:459), and pinning needs an accelerator: no KL loss, no reference
   actor_rollout_ref.actor.use_kl_loss=false
