@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+from prover_verl.cpu.smoke import logged_steps, run_smoke
 
 ROOT = Path(__file__).resolve().parents[1]
 PHASES = {
@@ -34,42 +33,6 @@ PHASES = {
     "step_s": ("timing_s/step",),
 }
 RATIOS = {"verify_env_steps_x": "prover/verify_env_steps_frac", "verify_gen_tokens_x": "prover/verify_gen_tokens_frac"}
-
-
-def run_smoke(env: str, k: int, steps: int, smoke_dir: Path, assets: Path | None) -> dict[int, dict]:
-    """Run the env's ProVer recipe with ``--cpu-smoke`` at ``k``; returns verl's logged metrics per step."""
-    smoke_dir.mkdir(parents=True, exist_ok=True)
-    if assets is not None:
-        for part in ("model", "data"):
-            if not (smoke_dir / part).exists():
-                shutil.copytree(assets / part, smoke_dir / part)
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"  # the recipe's python3 = this one
-    variables = {
-        "PATH": path,
-        "SMOKE_DIR": str(smoke_dir),
-        "SMOKE_STEPS": str(steps),
-        "SMOKE_K": str(k),
-        "SMOKE_JUDGE": "heuristic",
-    }
-    recipe = ROOT / "recipes" / env / "run_prover_qwen3.5_2b.sh"
-    log = smoke_dir / "run.log"
-    with open(log, "w") as out:
-        proc = subprocess.run(
-            ["bash", str(recipe), "--cpu-smoke"],
-            cwd=smoke_dir,
-            env={**os.environ, **variables},
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    if proc.returncode != 0:
-        tail = "".join(log.read_text().splitlines(keepends=True)[-40:])
-        raise RuntimeError(f"{recipe.relative_to(ROOT)} --cpu-smoke (K={k}) failed; log {log}:\n{tail}")
-    merged: dict[int, dict] = {}
-    for line in (smoke_dir / f"metrics_step{steps}.jsonl").read_text().splitlines():
-        if line.strip():
-            row = json.loads(line)
-            merged.setdefault(row["step"], {}).update(row["data"])
-    return merged
 
 
 def summarize(steps: dict[int, dict]) -> dict[str, float]:
@@ -101,8 +64,11 @@ def main(argv: list[str] | None = None) -> int:
         for k in ks:
             started = time.perf_counter()
             print(f"{env} K={k}: running {args.steps} steps ...", file=sys.stderr, flush=True)
-            row = summarize(run_smoke(env, k, args.steps, out / f"{env}_k{k}", assets))
-            assets = assets or out / f"{env}_k{k}"
+            recipe = ROOT / "recipes" / env / "run_prover_qwen3.5_2b.sh"
+            run_dir = out / f"{env}_k{k}"
+            run_smoke(recipe, run_dir, args.steps, assets, SMOKE_K=str(k), SMOKE_JUDGE="heuristic")
+            row = summarize(logged_steps(run_dir, args.steps))
+            assets = assets or run_dir
             base_step = base_step or row["step_s"]
             row.update(env=env, k=k, step_vs_first_k=row["step_s"] / base_step)
             row["run_wall_s"] = time.perf_counter() - started

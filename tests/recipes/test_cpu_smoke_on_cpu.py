@@ -10,10 +10,6 @@ Slow (2-4 minutes a run on 2 cores, about 15 minutes in all): marked ``slow`` an
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +17,9 @@ import pytest
 import torch
 
 from prover_verl.config import ProverConfig
+from prover_verl.cpu import smoke
 from prover_verl.cpu.hf_replica import DUMP_ENV as REPLICA_DUMP_ENV
+from prover_verl.cpu.smoke import logged_steps
 from prover_verl.trainer import DUMP_ENV as BATCH_DUMP_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,47 +28,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(2 * RUN_TIMEOUT_S + 120)]
 _ASSETS: dict[str, Path] = {}  # env -> smoke dir whose tiny model and data later cases of that env copy
 
 
-def run_smoke(recipe: str, smoke_dir: Path, steps: int, judge: str = "heuristic") -> subprocess.CompletedProcess:
-    """Run ``recipe --cpu-smoke`` for ``steps`` steps in ``smoke_dir``; its log goes to ``run_step<steps>.log``."""
-    env = {
-        **os.environ,
-        # the recipe's python3 must be this interpreter (a venv need not be activated)
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        "SMOKE_DIR": str(smoke_dir),
-        "SMOKE_STEPS": str(steps),
-        "SMOKE_JUDGE": judge,
-        BATCH_DUMP_ENV: str(smoke_dir / "batches"),
-        REPLICA_DUMP_ENV: str(smoke_dir / "replica"),
-    }
-    log = smoke_dir / f"run_step{steps}.log"
-    smoke_dir.mkdir(parents=True, exist_ok=True)
+def run_smoke(recipe: str, smoke_dir: Path, steps: int, judge: str = "heuristic") -> None:
+    """Run ``recipe --cpu-smoke`` in ``smoke_dir`` with the batch and replica dumps on, sharing the env's assets."""
     env_name = recipe.split("/")[1]
-    if env_name in _ASSETS and not (smoke_dir / "model").exists():
-        for part in ("model", "data"):  # cpu_smoke.sh builds, imitates and lists only what is missing
-            shutil.copytree(_ASSETS[env_name] / part, smoke_dir / part)
-    with open(log, "w") as out:
-        proc = subprocess.run(
-            ["bash", str(ROOT / recipe), "--cpu-smoke"],
-            cwd=smoke_dir,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            timeout=RUN_TIMEOUT_S,
-        )
-    tail = "".join(log.read_text().splitlines(keepends=True)[-60:])
-    assert proc.returncode == 0, f"{recipe} --cpu-smoke failed; last lines:\n{tail}"
+    dumps = {BATCH_DUMP_ENV: str(smoke_dir / "batches"), REPLICA_DUMP_ENV: str(smoke_dir / "replica")}
+    smoke.run_smoke(ROOT / recipe, smoke_dir, steps, _ASSETS.get(env_name), RUN_TIMEOUT_S, SMOKE_JUDGE=judge, **dumps)
     _ASSETS.setdefault(env_name, smoke_dir)
-    return proc
-
-
-def logged_steps(smoke_dir: Path, steps: int) -> dict[int, dict]:
-    """Metrics per step from verl's file logger of the run with ``steps`` steps."""
-    lines = (smoke_dir / f"metrics_step{steps}.jsonl").read_text().splitlines()
-    rows = [json.loads(line) for line in lines if line.strip()]
-    merged: dict[int, dict] = {}
-    for row in rows:
-        merged.setdefault(row["step"], {}).update(row["data"])
-    return merged
 
 
 def check_credit_is_exactly_the_prover_term(dump: dict, coef: float, eps: float = 1e-6) -> int:
