@@ -1,4 +1,4 @@
-"""A few seconds of imitation of an env's expert, so a tiny model succeeds on some episodes and fails on others.
+"""Imitation of an env's expert (seconds to minutes on CPU), so a tiny model wins some episodes and loses others.
 
 A random model never wins an ALFWorld, WebShop or Search-QA episode, so a CPU smoke run with it has no group
 with both a success and a failure, and ProVer's judge, verifier and credit never run. ``python -m
@@ -87,6 +87,8 @@ def imitate(
     """
     if not 0.0 < target_replay < 1.0:
         raise ValueError(f"target_replay must be in (0, 1), got {target_replay}")
+    if max_steps < 0:
+        raise ValueError(f"max_steps must be >= 0, got {max_steps}")
     torch.manual_seed(seed)
     rows = pd.read_parquet(Path(data_dir) / "train.parquet")
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -98,13 +100,11 @@ def imitate(
     tokens = sum(sum(label != -100 for label in labels) for _, labels in batch)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     model.train()
-    replay, step = 0.0, 0
-    for step in range(1, max_steps + 1):
+    for step in range(max_steps + 1):  # step = updates made so far; the replay probability is of these weights
         optimizer.zero_grad()
         log_p = replay_log_probs(model, batch)
         replay = float(log_p.detach().exp().mean())
-        if replay >= target_replay:
-            step -= 1  # this step's weights already reach the target: no update
+        if replay >= target_replay or step == max_steps:
             break
         (-log_p.sum() / tokens).backward()
         optimizer.step()

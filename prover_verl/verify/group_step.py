@@ -108,8 +108,8 @@ async def group_step(
     stats.count_judge(status)
     if proposal is None:
         return step
-    num_turns = next(t.num_turns for t in trajectories if t.traj_id == proposal.traj_id)
-    success = next(t.success for t in trajectories if t.traj_id == proposal.traj_id)
+    chosen = next(t for t in trajectories if t.traj_id == proposal.traj_id)
+    num_turns, success = chosen.num_turns, chosen.success
     spans = turn_spans(proposal.traj_id)
     if config.ablation == "judge_only":
         start, end = segment_token_span(spans, proposal.start_turn, proposal.end_turn)
