@@ -112,19 +112,23 @@ def imitate(
     max_steps: int = 600,
     lr: float = 1e-2,
     seed: int = 0,
+    max_episodes: int | None = None,
 ) -> dict:
     """Train the model in ``model_dir`` in place on expert episodes of the train parquet's tasks, until it replays
-    the expert exactly with mean probability ``target_replay`` over those episodes (or ``max_steps`` run out).
+    the expert exactly with mean probability ``target_replay`` over those episodes (or ``max_steps`` run out);
+    ``max_episodes`` takes only the first tasks (each step is a pass over every episode).
 
     Stopping at a replay probability, not after a fixed number of steps, gives a policy that wins some sampled
     episodes and loses others whatever the env's episode length: the groups ProVer needs.
     """
     if not 0.0 < target_replay < 1.0:
         raise ValueError(f"target_replay must be in (0, 1), got {target_replay}")
+    if max_episodes is not None and max_episodes < 1:
+        raise ValueError(f"max_episodes must be >= 1, got {max_episodes}")
     if max_steps < 0:
         raise ValueError(f"max_steps must be >= 0, got {max_steps}")
     torch.manual_seed(seed)
-    rows = pd.read_parquet(Path(data_dir) / "train.parquet")
+    rows = pd.read_parquet(Path(data_dir) / "train.parquet")[:max_episodes]
     builder = token_builder(model_dir)
     model = load_policy_model(model_dir)
     batch = []
@@ -155,6 +159,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--target-replay", type=float, default=0.5, help="stop at this expert replay probability")
     parser.add_argument("--max-steps", type=int, default=600)
     parser.add_argument("--seed", type=int, default=0, help="torch seed of the imitation (same seed: same weights)")
+    parser.add_argument("--max-episodes", type=int, help="imitate the first N train tasks only (default: all)")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     result = imitate(
@@ -165,6 +170,7 @@ def main(argv: list[str] | None = None) -> None:
         args.target_replay,
         args.max_steps,
         seed=args.seed,
+        max_episodes=args.max_episodes,
     )
     print(json.dumps({**result, "seconds": round(time.perf_counter() - start, 1)}))
 

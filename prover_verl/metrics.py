@@ -100,6 +100,11 @@ FIELD_PREFIX = "prover_"
 # counters logged as they are (the rest enter the metrics through the rates); the judge's and the verifier's
 # seconds lie inside verl's timing_s/gen (verification runs while the replicas are awake)
 _LOGGED_COUNTS = (
+    # the rates' denominators and numerators, so runs can be pooled over steps (benchmarks/learning.py)
+    "pivot_known",
+    "pivot_hit",
+    "verified",
+    "positive",
     "verify_cached_prefix_tokens",
     "verify_stale",
     "judge_seconds",

@@ -142,21 +142,39 @@ VIDEO_PREPROCESSOR = {
 }
 
 
-def build_tokenizer(vocab_size: int = 512) -> PreTrainedTokenizerFast:
-    """A byte-level BPE tokenizer with ChatML special tokens and chat template (no download)."""
+def env_corpus(env_name: str, episodes: int = 8) -> list[str]:
+    """An env's own text for the BPE merges: its system prompt and the observations and actions of its expert's
+    episodes on the first ``episodes`` train tasks (what the base :data:`CORPUS` holds for the paper's envs)."""
+    spec = envs.spec(env_name)
+    env = envs.make(env_name, split=spec.train_split)
+    texts = [spec.system_prompt]
+    for task_id in env.task_ids()[:episodes]:
+        obs, _ = env.reset(options={"task_id": task_id})
+        texts.append(obs)
+        for action in env.expert_actions():
+            obs, _, terminated, truncated, _ = env.step(action)
+            texts += [f"<action>{action}</action>", obs]
+            if terminated or truncated:
+                break
+    return texts
+
+
+def build_tokenizer(vocab_size: int = 512, extra: list[str] = ()) -> PreTrainedTokenizerFast:
+    """A byte-level BPE tokenizer with ChatML special tokens and chat template (no download), its merges learnt
+    from :data:`CORPUS` and ``extra``."""
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
     )
-    tok.train_from_iterator(CORPUS * 4, trainer)
+    tok.train_from_iterator((CORPUS + list(extra)) * 4, trainer)
     hf = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, pad_token=PAD)
     hf.chat_template = CHAT_TEMPLATE
     return hf
 
 
-def build_qwen_tokenizer(vocab_size: int = 512) -> Qwen2Tokenizer:
+def build_qwen_tokenizer(vocab_size: int = 512, extra: list[str] = ()) -> Qwen2Tokenizer:
     """Qwen's tokenizer class (``Qwen2Tokenizer``, as Qwen3.5's ``tokenizer_config.json`` names it) over a byte-level
     BPE trained here with that class's own pre-tokenizer, with Qwen3.5's special and thinking tokens and a chat
     template of Qwen3.5's kind (no download)."""
@@ -167,7 +185,7 @@ def build_qwen_tokenizer(vocab_size: int = 512) -> Qwen2Tokenizer:
         vocab_size=vocab_size, special_tokens=[PAD], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
     )
     scaffold = ["<|im_start|>system\nYou are\n\n<|im_end|>\n<|im_start|>user\n", "<think>\n\n</think>\n\n"]
-    tok.train_from_iterator((CORPUS + scaffold) * 4, trainer)
+    tok.train_from_iterator((CORPUS + scaffold + list(extra)) * 4, trainer)
     model = json.loads(tok.to_str())["model"]
     merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model["merges"]]
     hf = Qwen2Tokenizer(vocab=model["vocab"], merges=merges, unk_token=None, eos_token=EOS, pad_token=PAD)
@@ -253,12 +271,16 @@ def model_config(arch: str, tokenizer):
     raise ValueError(f"--arch must be one of {ARCHS}, got {arch!r}")
 
 
-def build(out: str | Path, arch: str = "qwen3", seed: int = 0, vocab_size: int = 512) -> Path:
+def build(
+    out: str | Path, arch: str = "qwen3", seed: int = 0, vocab_size: int = 512, corpus_env: str | None = None
+) -> Path:
     """Write the tiny model, tokenizer, chat template and generation config (and for ``qwen3_5_vl`` the image and
-    video preprocessor files) to ``out`` and return it."""
+    video preprocessor files) to ``out`` and return it. ``corpus_env`` adds that env's texts (:func:`env_corpus`)
+    to the tokenizer's corpus."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_qwen_tokenizer(vocab_size) if arch == VL_ARCH else build_tokenizer(vocab_size)
+    extra = env_corpus(corpus_env) if corpus_env else []
+    tokenizer = build_qwen_tokenizer(vocab_size, extra) if arch == VL_ARCH else build_tokenizer(vocab_size, extra)
     config = model_config(arch, tokenizer)
     torch.manual_seed(seed)
     # the class verl's actor builds for this config (prover_verl.hf_model.policy_model_class; importing verl here
@@ -281,9 +303,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--arch", default="qwen3", choices=ARCHS)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--vocab-size", type=int, default=512)
+    parser.add_argument("--corpus-env", choices=envs.env_names(), help="also learn the merges from this env's texts")
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    out = build(args.out, args.arch, args.seed, args.vocab_size)
+    out = build(args.out, args.arch, args.seed, args.vocab_size, args.corpus_env)
     print(json.dumps({"out": str(out), "arch": args.arch, "seconds": round(time.perf_counter() - start, 2)}))
 
 

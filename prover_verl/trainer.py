@@ -68,6 +68,9 @@ class ProverTrainerSync(PPOTrainerSync):
         partial = (credit.sum(dim=-1) > 0) & ~whole
         metrics["prover/credit_dropped_partial_group"] = float(partial.sum())
         credit = credit * whole.unsqueeze(-1)
+        # the share of the step's policy tokens whose advantage ProVer raised (credit lies on policy tokens only)
+        policy_tokens = float((padded["response_mask"] * real.unsqueeze(-1)).sum())
+        metrics["prover/credited_token_frac"] = float((credit > 0).sum()) / policy_tokens if policy_tokens else 0.0
         with bind_credit(credit):
             return self._dump_batch(super()._compute_advantage(batch, metrics), credit=credit)
 

@@ -54,6 +54,8 @@ case "$ENV_NAME" in
   alfworld) MAX_TURNS=50; PROMPT_LEN=2048; RESPONSE_LEN=8192; BATCH=16; GROUP=8 ;;
   webshop)  MAX_TURNS=15; PROMPT_LEN=2048; RESPONSE_LEN=6144; BATCH=16; GROUP=8 ;;
   searchqa) MAX_TURNS=4;  PROMPT_LEN=1024; RESPONSE_LEN=4096; BATCH=64; GROUP=5 ;;
+  # the toy with a known pivot (envs/keydoor): at most 10 rooms, a line of text each
+  keydoor)  MAX_TURNS=10; PROMPT_LEN=512;  RESPONSE_LEN=1536; BATCH=16; GROUP=8 ;;
   *) echo "unknown ENV_NAME=$ENV_NAME" >&2; exit 2 ;;
 esac
 BATCH=${TRAIN_BATCH:-$BATCH}

@@ -12,6 +12,9 @@
 #   SMOKE_K      continuations per fork point (algorithm.prover.k; default 2)
 #   SMOKE_IMITATE  expert replay probability the tiny model is trained to before the run (prover_verl.imitate;
 #                default 0.5, so groups hold wins and losses and ProVer verifies); 0 keeps the random model
+#   SMOKE_TRAIN_TASKS, SMOKE_VAL_TASKS  tasks written to the train and validation parquet (default 6 and 2)
+#   SMOKE_BATCH, SMOKE_GROUP  tasks per step and episodes per task (default 2 and 4)
+#   SMOKE_LR     the actor's lr (default 1e-4, see below)
 #   SMOKE_GROUP_LOG  ProVer's group log (algorithm.prover.log_dir; default $SMOKE_DIR/group_log; empty: no log)
 SMOKE_DIR=${SMOKE_DIR:-${TMPDIR:-/tmp}/prover_smoke/${ENV_NAME}_${ESTIMATOR}}
 SMOKE_STEPS=${SMOKE_STEPS:-2}
@@ -19,16 +22,23 @@ SMOKE_JUDGE=${SMOKE_JUDGE:-heuristic}
 SMOKE_ARCH=${SMOKE_ARCH:-qwen3}
 SMOKE_K=${SMOKE_K:-2}
 SMOKE_IMITATE=${SMOKE_IMITATE:-0.5}
+SMOKE_TRAIN_TASKS=${SMOKE_TRAIN_TASKS:-6}
+SMOKE_VAL_TASKS=${SMOKE_VAL_TASKS:-2}
+SMOKE_LR=${SMOKE_LR:-1e-4}
 mkdir -p "$SMOKE_DIR"
 SMOKE_GROUP_LOG=${SMOKE_GROUP_LOG-$(cd "$SMOKE_DIR" && pwd)/group_log}  # an absolute path, as the config wants
 MODEL_PATH=$SMOKE_DIR/model
 DATA_DIR=$SMOKE_DIR/data
 if [ ! -f "$MODEL_PATH/config.json" ]; then
-  python3 -m prover_verl.tiny_model --out "$MODEL_PATH" --arch "$SMOKE_ARCH"
+  # KeyDoor's rooms are words the base corpus lacks: its tokenizer also learns them (1.0k tokens an episode, not 1.7k)
+  CORPUS_ARGS=()
+  if [ "$ENV_NAME" = keydoor ]; then CORPUS_ARGS=(--corpus-env keydoor); fi
+  python3 -m prover_verl.tiny_model --out "$MODEL_PATH" --arch "$SMOKE_ARCH" "${CORPUS_ARGS[@]+"${CORPUS_ARGS[@]}"}"
 fi
 if [ ! -f "$DATA_DIR/train.parquet" ]; then
-  # 3 batches of 2 prompts: steps 1-2, then step 3 after the resume, within one epoch
-  python3 -m prover_verl.data --env "$ENV_NAME" --out "$DATA_DIR" --env-kwargs "$ENV_KWARGS" --max-train 6 --max-val 2
+  # by default 3 batches of 2 prompts: steps 1-2, then step 3 after the resume, within one epoch
+  python3 -m prover_verl.data --env "$ENV_NAME" --out "$DATA_DIR" --env-kwargs "$ENV_KWARGS" \
+    --max-train "$SMOKE_TRAIN_TASKS" --max-val "$SMOKE_VAL_TASKS"
 fi
 # A random model wins no episode, so no group has a pair and ProVer's judge, verifier and credit never run: imitating
 # the env's expert (14 s to 3 min on 2 cores) makes a policy that wins about half its sampled episodes.
@@ -46,9 +56,10 @@ case "$ENV_NAME" in
   alfworld) MAX_TURNS=8; RESPONSE_LEN=2048 ;;
   webshop)  MAX_TURNS=6; RESPONSE_LEN=3584 ;;
   searchqa) MAX_TURNS=3; RESPONSE_LEN=1024 ;;
+  keydoor)  MAX_TURNS=10; RESPONSE_LEN=1536 ;;
 esac
-BATCH=2
-GROUP=4
+BATCH=${SMOKE_BATCH:-2}
+GROUP=${SMOKE_GROUP:-4}
 NNODES=1
 TOTAL_STEPS=$SMOKE_STEPS
 CKPT_DIR=$SMOKE_DIR/checkpoints
@@ -71,7 +82,7 @@ SMOKE=(
   # one update at the recipes' lr 1e-6 moves the tiny model's log-probs by ~2e-6 a token, far below bf16's
   # resolution, and verl's log-prob passes run in bf16 (as on GPUs): the KL loss would read exactly 0 (measured:
   # docs/cpu_loop.md). 1e-4 makes one update visible to it.
-  actor_rollout_ref.actor.optim.lr=1e-4
+  actor_rollout_ref.actor.optim.lr="$SMOKE_LR"
   +actor_rollout_ref.model.override_config.attn_implementation=sdpa
   actor_rollout_ref.model.use_remove_padding=false
   data.dataloader_num_workers=0

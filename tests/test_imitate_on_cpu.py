@@ -80,3 +80,14 @@ def test_imitation_stops_at_the_target_replay_probability(tmp_path):
     with torch.no_grad():
         replay = float(imitate.replay_log_probs(model, batch).exp().mean())
     assert math.isclose(replay, result["replay_probability"], abs_tol=2e-3)
+
+
+def test_max_episodes_imitates_the_first_tasks_only(tmp_path):
+    model_dir = tiny_model.build(tmp_path / "model")
+    write_dataset("searchqa", tmp_path / "data", "train", "test", max_train=3, max_val=1)
+    result = imitate.imitate(
+        model_dir, "searchqa", tmp_path / "data", {}, target_replay=0.5, max_steps=0, max_episodes=2
+    )
+    assert result == {"episodes": 2, "steps": 0, "replay_probability": result["replay_probability"]}
+    with pytest.raises(ValueError, match="max_episodes"):
+        imitate.imitate(model_dir, "searchqa", tmp_path / "data", {}, max_episodes=0)

@@ -42,7 +42,7 @@ def summarise(runs: Sequence[dict[str, Any]], target: float) -> dict[str, Any]:
     credit = [r["credit"] for r in runs]
 
     def credit_mean(key: str) -> float | None:
-        values = [c[key] for c in credit if c[key] is not None]
+        values = [c[key] for c in credit if c.get(key) is not None]
         return float(np.mean(values)) if values else None
 
     main = float(np.mean([r["main_steps"] for r in runs]))
@@ -63,6 +63,7 @@ def summarise(runs: Sequence[dict[str, Any]], target: float) -> dict[str, Any]:
         "verified_positive_rate": credit_mean("verified_positive_rate"),
         "mean_credit": credit_mean("mean_credit"),
         "mean_estimate": credit_mean("mean_estimate"),
+        "credited_token_frac": credit_mean("credited_token_frac"),
         "wall_s": float(np.sum([r["wall_s"] for r in runs])),
     }
 
@@ -110,12 +111,17 @@ def _opt(value: float | None, spec: str = ".3f") -> str:
     return "—" if value is None else format(value, spec)
 
 
-def table(summaries: dict[str, dict[str, Any]], comparisons: dict[str, Any], target: float) -> str:
-    """The markdown results table plus the comparison lines."""
+SUCCESS_NOTE = "Success: sampled policy on held-out tasks, at the last update"
+
+
+def table(
+    summaries: dict[str, dict[str, Any]], comparisons: dict[str, Any], target: float, success_note: str = SUCCESS_NOTE
+) -> str:
+    """The markdown results table plus the comparison lines (``success_note`` says how success was measured)."""
     lines = [
         f"| method | final success | success AUC | env steps to {target:.0%} (reached) | total env steps | "
-        "extra steps / own main | judge hits pivot | verified positive | mean credit |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "extra steps / own main | judge hits pivot | verified positive | mean credit | credited tokens |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, s in summaries.items():
         to_target = (
@@ -126,11 +132,12 @@ def table(summaries: dict[str, dict[str, Any]], comparisons: dict[str, Any], tar
         lines.append(
             f"| {name} | {_fmt(s['final_success'])} | {_fmt(s['auc'])} | {to_target} | {s['env_steps']:,.0f} | "
             f"{s['extra_over_own_main']:.2f} | {_opt(s['judge_accuracy'], '.2f')} | "
-            f"{_opt(s['verified_positive_rate'], '.2f')} | {_opt(s['mean_credit'])} |"
+            f"{_opt(s['verified_positive_rate'], '.2f')} | {_opt(s['mean_credit'])} | "
+            f"{_opt(s['credited_token_frac'], '.1%')} |"
         )
     lines.append("")
     lines.append(
-        "Success: sampled policy on held-out tasks, at the last update; ± is the std over seeds. AUC: mean success "
+        f"{success_note}; ± is the std over seeds. AUC: mean success "
         "over the evaluations. Steps to target: mean over the seeds that reached it. 'Below beyond noise': mean "
         "paired difference < -2 sem."
     )
@@ -165,7 +172,13 @@ def _band(
     return grid, values.mean(axis=0), values.std(axis=0)
 
 
-def plot(results: dict[str, list[dict[str, Any]]], path: Path, target: float, title: str) -> None:
+def plot(
+    results: dict[str, list[dict[str, Any]]],
+    path: Path,
+    target: float,
+    title: str,
+    ylabel: str,
+) -> None:
     """Success rate vs cumulative env steps (linear, zoomed on the cheap methods; and log scale) and vs updates,
     mean over seeds with a ±1 std band."""
     import matplotlib
@@ -192,7 +205,7 @@ def plot(results: dict[str, list[dict[str, Any]]], path: Path, target: float, ti
     for ax, (_, log, label) in zip(axes, panels, strict=True):
         ax.axhline(target, color="grey", linestyle="--", linewidth=0.8)
         ax.set_xlabel(label)
-        ax.set_ylabel("success rate (held-out tasks, sampled)")
+        ax.set_ylabel(ylabel)
         ax.set_ylim(0, 1.02)
         ax.grid(alpha=0.3)
         if log:
@@ -207,7 +220,14 @@ def plot(results: dict[str, list[dict[str, Any]]], path: Path, target: float, ti
 
 
 def write_report(
-    results: dict[str, list[dict[str, Any]]], out: Path, settings: dict[str, Any], target: float
+    results: dict[str, list[dict[str, Any]]],
+    out: Path,
+    settings: dict[str, Any],
+    target: float,
+    header: str = HEADER,
+    title: str = "KeyDoor CPU toy (not the paper's LLM setting)",
+    success_note: str = SUCCESS_NOTE,
+    ylabel: str = "success rate (held-out tasks, sampled)",
 ) -> dict[str, Any]:
     """Write ``results.json``, ``results.md`` and ``success_vs_env_steps.png`` under ``out``; return the report.
 
@@ -216,13 +236,17 @@ def write_report(
         out: Output folder (created).
         settings: The shared run settings, recorded in the JSON.
         target: Success rate for "env steps to target".
+        header: The report's first paragraph (what was run).
+        title: The plot's title.
+        success_note: How success was measured (under the table).
+        ylabel: The plot's y label.
     """
     out.mkdir(parents=True, exist_ok=True)
     summaries = {name: summarise(runs, target) for name, runs in results.items()}
     comparisons = compare(results, summaries)
-    text = table(summaries, comparisons, target)
+    text = table(summaries, comparisons, target, success_note)
     report = {
-        "header": HEADER,
+        "header": header,
         "settings": settings,
         "target": target,
         "summary": summaries,
@@ -231,8 +255,8 @@ def write_report(
         "runs": results,
     }
     (out / "results.json").write_text(json.dumps(report, indent=1, default=_jsonable))
-    (out / "results.md").write_text(f"{HEADER}\n\n{text}\n")
-    plot(results, out / "success_vs_env_steps.png", target, "KeyDoor CPU toy (not the paper's LLM setting)")
+    (out / "results.md").write_text(f"{header}\n\n{text}\n")
+    plot(results, out / "success_vs_env_steps.png", target, title, ylabel)
     return report
 
 

@@ -143,3 +143,15 @@ def test_verl_fsdp2_wraps_the_vision_blocks(vl_dir, tmp_path):
         assert not isinstance(model.model.visual.patch_embed, FSDPModule)
     finally:
         dist.destroy_process_group()
+
+
+def test_corpus_env_teaches_the_tokenizer_that_envs_words(tmp_path):
+    import envs
+
+    env = envs.make("keydoor")
+    obs, _ = env.reset(options={"task_id": env.task_ids()[0]})
+    base = AutoTokenizer.from_pretrained(tiny_model.build(tmp_path / "base"))
+    taught = AutoTokenizer.from_pretrained(tiny_model.build(tmp_path / "keydoor", corpus_env="keydoor"))
+    assert taught.decode(taught(obs)["input_ids"]) == obs
+    # keydoor's rooms are words the base corpus lacks: far fewer tokens once its texts are in the corpus
+    assert len(taught(obs)["input_ids"]) < 0.7 * len(base(obs)["input_ids"])

@@ -169,6 +169,10 @@ async def test_group_that_lost_a_session_keeps_plain_grpo(monkeypatch, make_loop
     _trainer(config)._compute_advantage(KVBatchMeta(partition_id="train", keys=keys, tags=[{}] * len(keys)), metrics)
 
     assert metrics["prover/credit_dropped_partial_group"] == 1.0
+    # the share of policy tokens credited counts the whole group's credit only (the survivors' was dropped)
+    policy = sum(float(r["response_mask"].sum()) for r in fake.rows.values())
+    kept = sum(int((torch.as_tensor(r[CREDIT_FIELD]) > 0).sum()) for k, r in fake.rows.items() if k in whole)
+    assert kept > 0 and metrics["prover/credited_token_frac"] == pytest.approx(kept / policy)
     for key in survivors:  # uniform survivors: plain GRPO gives them zero advantage
         assert torch.all(fake.put[key]["advantages"] == 0)
     rewards = torch.tensor([o.reward_score for o in outputs])

@@ -1,0 +1,263 @@
+"""Learning in verl's real loop: GRPO, ProVer and GiGPO trained by the recipes' own program on KeyDoor, on CPU.
+
+Every run is the env's recipe with ``--cpu-smoke`` (``recipes/<env>/run_<method>_qwen3.5_2b.sh``: verl's v1
+trainer, the CPU replica, this project's agent loop, judge, verifier and estimators) with a tiny model, all from
+one start: the tiny model with a tokenizer that knows the env's words, imitated on the expert's episodes of some
+train tasks (``prover_verl.imitate``) until it replays them with a set probability. Success is verl's validation
+(greedy decoding, one episode per held-out task) before training and every ``--test-freq`` steps; env steps count
+each step's own episodes plus ProVer's verifier continuations.
+
+    python benchmarks/learning.py                      # the default comparison (time: docs/method.md)
+    python benchmarks/learning.py --methods all        # every method below
+    python benchmarks/learning.py --env searchqa --methods grpo,prover_heuristic --train-tasks 12
+
+It prints the demo's table (:mod:`prover_verl.demo.report`) and writes ``results.json``, ``results.md`` and
+``success_vs_env_steps.png`` under ``--out``. A run whose ``run.json`` exists under ``--out`` is read back, not run
+again, so an interrupted benchmark resumes; every run is seeded (``SEED`` and ``rollout.full_determinism``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from prover_verl.demo.report import write_report  # noqa: E402
+
+# name -> (estimator, judge type, judge accuracy); the noisy judge is the oracle that points at KeyDoor's pivotal
+# turn with probability `accuracy`, else at a random wrong segment (prover_verl/judge/noisy.py)
+METHODS: dict[str, tuple[str, str, float | None]] = {
+    "grpo": ("grpo", "heuristic", None),
+    "prover_oracle1.0": ("prover", "noisy", 1.0),
+    "prover_oracle0.5": ("prover", "noisy", 0.5),
+    "prover_oracle0.0": ("prover", "noisy", 0.0),
+    "prover_heuristic": ("prover", "heuristic", None),
+    "gigpo": ("gigpo", "heuristic", None),
+}
+DEFAULT_METHODS = "grpo,prover_oracle1.0"
+VAL_KEY = "val-core/{env}/{env}/reward/mean@1"
+HEADER = (
+    "Learning in verl's real loop on CPU (benchmarks/learning.py): the recipes' program (recipes/common.sh "
+    "--cpu-smoke) with a tiny model imitated to a partial policy; success is verl's greedy validation on held-out "
+    "tasks; env steps count each step's episodes plus ProVer's verifier continuations."
+)
+
+
+def _run(cmd: list[str], log: Path, env: dict[str, str] | None = None, timeout: float | None = None) -> None:
+    with log.open("a") as out:
+        out.write(f"$ {' '.join(cmd)}\n")
+        out.flush()
+        done = subprocess.run(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=timeout)
+    if done.returncode:
+        raise RuntimeError(f"{cmd[:4]} exited with {done.returncode}: see {log}")
+
+
+def prepare_base(args: argparse.Namespace) -> Path:
+    """The shared start of every run: tiny model, data, imitation (made once; reused while its settings hold)."""
+    base = args.out / "base"
+    settings = {
+        "env": args.env,
+        "env_kwargs": args.env_kwargs,
+        "train_tasks": args.train_tasks,
+        "val_tasks": args.val_tasks,
+        "imitate_episodes": args.imitate_episodes,
+        "imitate_replay": args.imitate_replay,
+        "imitate_seed": args.imitate_seed,
+    }
+    stamp = base / "base.json"
+    if stamp.exists() and json.loads(stamp.read_text())["settings"] == settings:
+        return base
+    shutil.rmtree(base, ignore_errors=True)
+    base.mkdir(parents=True)
+    log = base / "prepare.log"
+    py = sys.executable
+    _run([py, "-m", "prover_verl.tiny_model", "--out", str(base / "model"), "--corpus-env", args.env], log)
+    _run(
+        [py, "-m", "prover_verl.data", "--env", args.env, "--out", str(base / "data"), "--env-kwargs", args.env_kwargs]
+        + ["--max-train", str(args.train_tasks), "--max-val", str(args.val_tasks)],
+        log,
+    )
+    start = time.perf_counter()
+    _run(
+        [py, "-m", "prover_verl.imitate", "--model", str(base / "model"), "--env", args.env]
+        + ["--data-dir", str(base / "data"), "--env-kwargs", args.env_kwargs]
+        + ["--target-replay", str(args.imitate_replay), "--max-episodes", str(args.imitate_episodes)]
+        + ["--seed", str(args.imitate_seed)],
+        log,
+    )
+    imitation = json.loads(log.read_text().strip().splitlines()[-1])
+    # cpu_smoke.sh takes a model with imitation.json as imitated already
+    (base / "model" / "imitation.json").write_text(json.dumps(imitation) + "\n")
+    stamp.write_text(json.dumps({"settings": settings, "imitation": imitation, "seconds": time.perf_counter() - start}))
+    return base
+
+
+def overrides(method: str, args: argparse.Namespace) -> list[str]:
+    """The hydra overrides of one run beyond the smoke recipe's own."""
+    _, _, accuracy = METHODS[method]
+    extra = [
+        "trainer.val_before_train=true",
+        f"trainer.test_freq={args.test_freq}",
+        "trainer.save_freq=-1",
+        "actor_rollout_ref.rollout.full_determinism=true",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={args.batch // args.mini_batches}",
+        f"actor_rollout_ref.actor.loss_agg_mode={args.loss_agg_mode}",
+    ]
+    if accuracy is not None:
+        extra.append(f"algorithm.prover.judge.accuracy={accuracy}")
+    return extra
+
+
+def run_one(method: str, seed: int, base: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Train one method with one seed through the recipe; return its curve in the demo report's format."""
+    run_dir = args.out / "runs" / f"{method}_seed{seed}"
+    done = run_dir / "run.json"
+    if done.exists():
+        return json.loads(done.read_text())
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.mkdir(parents=True)
+    for name in ("model", "data"):
+        (run_dir / name).symlink_to(base / name)
+    estimator, judge, _ = METHODS[method]
+    env = {
+        **os.environ,
+        "ENV_KWARGS": args.env_kwargs,
+        "SEED": str(seed),
+        "SMOKE_DIR": str(run_dir),
+        "SMOKE_STEPS": str(args.steps),
+        "SMOKE_BATCH": str(args.batch),
+        "SMOKE_GROUP": str(args.group),
+        "SMOKE_LR": str(args.lr),
+        "SMOKE_K": str(args.k),
+        "SMOKE_JUDGE": judge,
+        "SMOKE_GROUP_LOG": "",
+        "N_GPUS": str(args.ranks),
+        "AGENT_WORKERS": str(args.ranks),
+        "ENV_WORKERS": str(args.ranks),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    start = time.perf_counter()
+    recipe = f"recipes/{args.env}/run_{estimator}_qwen3.5_2b.sh"  # --cpu-smoke replaces its model by the tiny one
+    _run(["bash", recipe, "--cpu-smoke", *overrides(method, args)], run_dir / "train.log", env)
+    run = curve_of(method, seed, run_dir / f"metrics_step{args.steps}.jsonl", args.env)
+    run["wall_s"] = time.perf_counter() - start
+    done.write_text(json.dumps(run))
+    return run
+
+
+def curve_of(method: str, seed: int, metrics_path: Path, env_name: str) -> dict[str, Any]:
+    """One run's learning curve and totals from verl's metrics file."""
+    rows = [json.loads(line) for line in metrics_path.read_text().splitlines() if line.strip()]
+    steps: dict[int, dict[str, float]] = {}
+    for row in rows:  # a validation and a training step share a step number: merge them
+        steps.setdefault(row["step"], {}).update(row["data"])
+    val_key = VAL_KEY.format(env=env_name)
+    curve, main, extra = [], 0.0, 0.0
+    counts = dict.fromkeys(("pivot_known", "pivot_hit", "verified", "positive", "estimate", "credit"), 0.0)
+    token_fracs = []
+    for step in sorted(steps):
+        data = steps[step]
+        own = data.get("rollout/env_steps", 0.0)
+        main += own
+        extra += own * data.get("prover/verify_env_steps_frac", 0.0)
+        for key in ("pivot_known", "pivot_hit", "verified", "positive"):
+            counts[key] += data.get(f"prover/{key}", 0.0)
+        # the logged means are per verified / per credited segment: weight them back into sums
+        counts["estimate"] += data.get("prover/mean_estimate", 0.0) * data.get("prover/verified", 0.0)
+        counts["credit"] += data.get("prover/mean_credit", 0.0) * data.get("prover/positive", 0.0)
+        if "prover/credited_token_frac" in data:
+            token_fracs.append(data["prover/credited_token_frac"])
+        if val_key in data:
+            success = float(data[val_key])
+            curve.append({"update": step, "env_steps": main + extra, "success": success, "greedy_success": success})
+    if len(curve) < 2:
+        raise RuntimeError(f"{metrics_path}: fewer than 2 validations ({val_key}); did the run finish?")
+
+    def ratio(num: str, den: str) -> float | None:
+        return counts[num] / counts[den] if counts[den] else None
+
+    return {
+        "kind": METHODS[method][0],
+        "seed": seed,
+        "curve": curve,
+        "env_steps": main + extra,
+        "main_steps": main,
+        "extra_steps": extra,
+        "credit": {
+            "judge_accuracy": ratio("pivot_hit", "pivot_known"),
+            "verified_positive_rate": ratio("positive", "verified"),
+            "mean_credit": ratio("credit", "positive"),
+            "mean_estimate": ratio("estimate", "verified"),
+            "credited_token_frac": float(np.mean(token_fracs)) if token_fracs else None,
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="keydoor")
+    parser.add_argument("--env-kwargs", default="{}")
+    parser.add_argument("--methods", default=DEFAULT_METHODS, help=f"comma-separated of {', '.join(METHODS)}, or all")
+    parser.add_argument("--seeds", default="1,2,3")
+    parser.add_argument("--steps", type=int, default=10, help="training steps a run")
+    parser.add_argument("--test-freq", type=int, default=5, help="validate every N steps (and before training)")
+    parser.add_argument("--batch", type=int, default=8, help="tasks a step")
+    parser.add_argument("--group", type=int, default=8, help="episodes a task")
+    parser.add_argument("--mini-batches", type=int, default=1, help="PPO mini-batches a step")
+    parser.add_argument("--loss-agg-mode", default="token-mean")
+    parser.add_argument("--lr", type=float, default=3e-4)
+    parser.add_argument("--k", type=int, default=2, help="ProVer continuations per fork point")
+    parser.add_argument("--ranks", type=int, default=1, help="FSDP ranks = replicas = agent / env workers")
+    parser.add_argument("--train-tasks", type=int, default=64)
+    parser.add_argument("--val-tasks", type=int, default=64)
+    parser.add_argument("--imitate-episodes", type=int, default=64)
+    parser.add_argument("--imitate-replay", type=float, default=0.3)
+    parser.add_argument("--imitate-seed", type=int, default=0)
+    parser.add_argument("--target", type=float, default=0.5, help="success rate for 'env steps to target'")
+    parser.add_argument("--out", type=Path, default=Path("/tmp/prover_learning"))
+    args = parser.parse_args(argv)
+    methods = list(METHODS) if args.methods == "all" else args.methods.split(",")
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        parser.error(f"--methods: unknown {unknown}; choose from {list(METHODS)} or all")
+    if args.batch % args.mini_batches:
+        parser.error(f"--batch {args.batch} must be a multiple of --mini-batches {args.mini_batches}")
+    seeds = [int(s) for s in args.seeds.split(",")]
+    args.out = args.out.resolve()
+    start = time.perf_counter()
+    base = prepare_base(args)
+    results: dict[str, list[dict[str, Any]]] = {}
+    for method in methods:
+        for seed in seeds:
+            print(f"[learning] {method} seed {seed} ({time.perf_counter() - start:.0f} s)", flush=True)
+            results.setdefault(method, []).append(run_one(method, seed, base, args))
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    settings["base"] = json.loads((base / "base.json").read_text())
+    report = write_report(
+        results,
+        args.out,
+        settings,
+        args.target,
+        header=HEADER,
+        title=f"{args.env}: learning in verl's real loop on CPU (tiny model)",
+        success_note="Success: greedy validation on the held-out tasks, at the last validation",
+        ylabel="success rate (held-out tasks, greedy)",
+    )
+    print(report["table"])
+    print(f"[learning] {time.perf_counter() - start:.0f} s; wrote {args.out}/results.json, results.md, .png")
+    return report
+
+
+if __name__ == "__main__":
+    main()
