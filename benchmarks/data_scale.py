@@ -12,10 +12,11 @@ nothing to prepare), then starts ``--workers`` env processes on it at once. Each
 the first reset) and the median latency of reset, step, search and fork (snapshot + restore) over ``--episodes``
 episodes. While all of them are alive the parent reads each one's memory from ``/proc/PID/smaps_rollup``: USS
 (private pages, what the process alone holds), PSS (shared pages divided among the processes that map them, so a
-file page shared through the page cache counts once in all) and RSS. ``search/query`` divides a search step by
-the Lucene query alone timed in the same process (what the old in-memory catalog and corpus added to it was a
-dict lookup), so what the store adds to a search shows as a ratio. Rows show the worse process; the Markdown table
-goes to stdout, everything (every process) to ``--out``.
+file page shared through the page cache counts once in all), anonymous memory (heaps: USS also counts the pages
+of a memory-mapped index that no other process happens to map, which the page cache could drop) and RSS.
+``search/query`` divides a search step by the Lucene query alone timed in the same process (what the old
+in-memory catalog and corpus added to it was a dict lookup), so what the store adds to a search shows as a ratio.
+Rows show the worse process; the Markdown table goes to stdout, everything (every process) to ``--out``.
 """
 
 from __future__ import annotations
@@ -98,13 +99,18 @@ sys.stdin.readline()  # held open while the parent reads every process's memory
 
 
 def memory(pid: int) -> dict[str, float]:
-    """USS, PSS and RSS of a process in MB (``/proc/PID/smaps_rollup``)."""
+    """USS, anonymous memory, PSS and RSS of a process in MB (``/proc/PID/smaps_rollup``)."""
     fields = {}
     for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]:
         name, value = line.split(":", 1)
         fields[name] = int(value.split()[0]) / 1024
     uss = fields["Private_Clean"] + fields["Private_Dirty"]
-    return {"uss_mb": round(uss, 1), "pss_mb": round(fields["Pss"], 1), "rss_mb": round(fields["Rss"], 1)}
+    return {
+        "uss_mb": round(uss, 1),
+        "anon_mb": round(fields["Anonymous"], 1),
+        "pss_mb": round(fields["Pss"], 1),
+        "rss_mb": round(fields["Rss"], 1),
+    }
 
 
 def _read(child: subprocess.Popen, tag: str) -> dict:
@@ -179,7 +185,7 @@ def _gb(path: Path) -> float:
 
 
 COLUMNS = ["env", "size", "data_gb", "store_gb", "prepare_s", "start_s", "import_s", "open_s", "first_reset_s"]
-COLUMNS += ["uss_mb", "uss_growth_mb", "pss_mb", "rss_mb", "reset_ms", "step_ms", "search_ms", "query_ms"]
+COLUMNS += ["uss_mb", "uss_growth_mb", "anon_mb", "pss_mb", "rss_mb", "reset_ms", "step_ms", "search_ms", "query_ms"]
 COLUMNS += ["search/query", "fork_ms"]
 
 

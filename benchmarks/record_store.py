@@ -8,6 +8,7 @@ with the same threads: (a) ``sqlite``: products keyed by asin in ``records.sqlit
 Search-QA stores its passages). A fresh process per store then opens it and times, with nothing cached in Python:
 a product read by asin (the item page, a restore), a results page (the 50-hit query and the 10 records it shows,
 by the hits' ids for ``sqlite``, from the hits' own stored documents for ``lucene``), and reports its USS after
+(which counts the pages of a memory-mapped file that no other process maps), its anonymous memory (heaps alone)
 and the store's size on disk. Ratios are lucene / sqlite of the same run. Table to stdout, JSON to ``--out``.
 """
 
@@ -57,7 +58,8 @@ for line in Path("/proc/self/smaps_rollup").read_text().splitlines()[1:]:
     name, value = line.split(":", 1)
     fields[name] = int(value.split()[0]) / 1024
 print("RESULT " + json.dumps({"open_s": open_s, "read_ms": 1e3 * statistics.median(reads),
-      "page_ms": 1e3 * statistics.median(pages), "uss_mb": fields["Private_Clean"] + fields["Private_Dirty"]}))
+      "page_ms": 1e3 * statistics.median(pages), "uss_mb": fields["Private_Clean"] + fields["Private_Dirty"],
+      "anon_mb": fields["Anonymous"]}))
 """
 
 
