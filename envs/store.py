@@ -99,7 +99,10 @@ class StoreBuilder:
             self.db.execute("PRAGMA journal_mode=OFF")
             self.db.execute("BEGIN")
             for name, columns in tables.items():
-                self.db.execute(f"CREATE TABLE {name} (key TEXT PRIMARY KEY, {', '.join(columns)}) WITHOUT ROWID")
+                # A rowid table with an index on the key, not WITHOUT ROWID: there a record over ~1 KB spills into
+                # overflow pages, and a WebShop product (3.2 KB) took 4-6x longer to read from a cold page cache
+                # (0.64-0.85 ms against 0.14-0.16 ms, 100 k products); here it sits in one table page.
+                self.db.execute(f"CREATE TABLE {name} (key TEXT PRIMARY KEY, {', '.join(columns)})")
         self.shard_dir = stage / "shards"
         self.shard_dir.mkdir()
         self._shards = [open(self.shard_dir / f"{i:03d}.jsonl", "w", encoding="utf-8") for i in range(threads)]  # noqa: SIM115

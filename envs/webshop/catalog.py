@@ -497,7 +497,7 @@ class SearchIndex:
 
 # ---------------------------------------------------------------- store
 # Bump when what goes into a store changes, so that old stores are not opened.
-STORE_FORMAT = "webshop-store-v1"
+STORE_FORMAT = "webshop-store-v2"
 _TABLES = {"products": ("pos INTEGER", "price REAL", "record TEXT"), "goals": ("record TEXT",)}
 PREPARE = "python -m envs.webshop.prepare"
 

@@ -4,6 +4,7 @@ command that prepares them."""
 
 import json
 import re
+import sqlite3
 import subprocess
 import sys
 
@@ -46,6 +47,9 @@ def test_webshop_store_plays_like_the_shipped_catalog_and_refuses_other_catalogs
     manifest = json.loads((shop_store / store.MANIFEST).read_text())
     assert manifest["threads"] == 2 and manifest["counts"]["products"] == manifest["num_docs"] == 175
     assert not any(p.name.startswith(".shop-stage") for p in shop_store.parent.iterdir())  # nothing left behind
+    with sqlite3.connect(f"file:{shop_store / store.RECORDS}?mode=ro&immutable=1", uri=True) as db:
+        (sql,) = db.execute("SELECT sql FROM sqlite_master WHERE name = 'products'").fetchone()
+    assert "WITHOUT ROWID" not in sql  # a 3.2 KB product would spill into overflow pages: 4-6x slower cold reads
     prepared = WebShopEnv(store_dir=shop_store, split="all")
     assert f"products {catalog.DATA_DIR / 'items_shuffle_1000.json'}" in prepared.data_source()
     assert f"(store {shop_store})" in prepared.data_source()
