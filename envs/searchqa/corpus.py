@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from envs import _lucene
+from envs import _lucene, store
 from envs._shared import file_digest
 from envs.searchqa.answer import normalize_answer
 
@@ -27,7 +27,7 @@ DATA_DIR = Path(__file__).resolve().parent / "data"
 DEFAULT_CORPUS = DATA_DIR / "corpus.jsonl"
 DEFAULT_QUESTIONS = DATA_DIR / "questions"
 # Bump when what goes into a cached index changes, so that old caches are not reused.
-INDEX_FORMAT = "searchqa-bm25-v1"
+INDEX_FORMAT = "searchqa-bm25-v2"
 _GOLD_KEYS = ("golden_answers", "answers", "answer")
 
 
@@ -217,19 +217,67 @@ def load_questions(path: str | os.PathLike, split: str) -> list[Question]:
     return questions
 
 
-def cached_index(corpus_path: Path, passages: dict[str, Passage], corpus_digest: str, cache_dir: Path) -> Path:
-    """The BM25 index of a corpus in ``cache_dir/<hash of the corpus>``, built on first use
-    (:func:`envs._lucene.cached_index`)."""
+def prepare_command(corpus_path: str | os.PathLike, out_dir: str | os.PathLike) -> str:
+    """The command line that prepares ``corpus_path`` into ``out_dir`` (:mod:`envs.searchqa.prepare`)."""
+    return f"python -m envs.searchqa.prepare --corpus-path {corpus_path} --out {out_dir} --threads N"
+
+
+def prepare_index(
+    corpus_path: str | os.PathLike, out_dir: str | os.PathLike, threads: int = 0, store_raw: bool = True
+) -> dict:
+    """Index ``corpus_path`` into a store at ``out_dir`` (:func:`envs.store.build`) with ``threads`` threads (0: one
+    per CPU), reading the corpus one line at a time.
+
+    Args:
+        corpus_path: The JSONL corpus.
+        out_dir: The index directory to create.
+        threads: Indexing threads.
+        store_raw: Store each passage (id, title, text) in the index: how env processes read passages without a
+            corpus in memory. False for an index whose passages come from the corpus in memory.
+
+    Returns:
+        ``{"passages", "seconds", "threads", "index_dir"}``.
+
+    Raises:
+        FileNotFoundError: no corpus file.
+        FileExistsError: ``out_dir`` exists and is not empty.
+        ValueError: a malformed corpus line or a duplicate id (named by file and line).
+    """
+    corpus_path = Path(corpus_path).expanduser().resolve()
+    if not corpus_path.is_file():
+        raise FileNotFoundError(f"corpus file {corpus_path} not found")
+
+    def fill(builder: store.StoreBuilder) -> None:
+        seen: set[str] = set()
+        for lineno, row in _read_jsonl(corpus_path):
+            p = _passage(row, f"{corpus_path}:{lineno}")
+            if p.docid in seen:
+                raise ValueError(f"{corpus_path}:{lineno}: duplicate passage id {p.docid!r}")
+            seen.add(p.docid)
+            # "contents" is what BM25 indexes; title and text come back from the stored raw document
+            doc = {"id": p.docid, "contents": p.index_text()}
+            builder.add_doc({**doc, "title": p.title, "text": p.text} if store_raw else doc)
+        if not seen:
+            raise ValueError(f"corpus file {corpus_path} holds no passages")
+
+    out = store.build(out_dir, "searchqa", INDEX_FORMAT, fill, {"corpus": str(corpus_path)}, threads, None, store_raw)
+    manifest = json.loads((out / store.MANIFEST).read_text())
+    return {
+        "passages": manifest["num_docs"],
+        "seconds": manifest["build_seconds"],
+        "threads": manifest["threads"],
+        "index_dir": str(out),
+    }
+
+
+def cached_index(corpus_path: Path, corpus_digest: str, cache_dir: Path) -> Path:
+    """The BM25 index of a small corpus in ``cache_dir/<hash of the corpus>``, prepared on first use
+    (:func:`envs.store.cached`); its passages are read from the corpus in memory."""
     key = hashlib.sha256(f"{INDEX_FORMAT}:{corpus_digest}".encode()).hexdigest()[:24]
-    docs = ({"id": p.docid, "contents": p.index_text()} for p in passages.values())
-    source = {"source.json": json.dumps({"corpus": str(corpus_path), "format": INDEX_FORMAT})}
-    return _lucene.cached_index(cache_dir, key, docs, len(passages), f"index of {corpus_path}", source)
-
-
-def _directory_digest(index_dir: Path) -> str:
-    """Names and sizes of the index files: equal for copies of one index wherever they lie."""
-    entries = sorted((p.name, p.stat().st_size) for p in index_dir.iterdir() if p.is_file())
-    return hashlib.sha256(json.dumps(entries).encode()).hexdigest()
+    out = cache_dir / key
+    size = corpus_path.stat().st_size
+    build = lambda: prepare_index(corpus_path, out, threads=1, store_raw=False)  # noqa: E731
+    return store.cached(out, size, prepare_command(corpus_path, out), build, "searchqa", INDEX_FORMAT).index_dir
 
 
 def _raw_passage(docid: str, raw: str) -> Passage | None:
@@ -309,7 +357,12 @@ class Retriever:
                     raise ValueError(f"document {docid!r} of Lucene index {index_dir} is not in corpus {corpus_path}")
                 if p is not None and p.text != passages[docid].text:
                     raise ValueError(f"document {docid!r} differs between Lucene index {index_dir} and {corpus_path}")
-        index_id = INDEX_FORMAT if built_from_corpus else _directory_digest(index_dir)
+        if built_from_corpus:
+            index_id = INDEX_FORMAT
+        elif store.is_store(index_dir):  # prepared: its content fingerprint, equal wherever it was prepared
+            index_id = store.open_store(index_dir, "searchqa", INDEX_FORMAT, "").fingerprint
+        else:  # a prebuilt index from elsewhere
+            index_id = store.directory_digest(index_dir)
         self.fingerprint = hashlib.sha256(f"{index_id}:{corpus_digest}".encode()).hexdigest()
 
     remote = False  # passages come from this process's index: a fork searches again, with the same result
@@ -356,17 +409,27 @@ def open_retriever(
     if corpus_path is None and index_dir is None:
         corpus_path = DEFAULT_CORPUS
     if index_dir is not None and not any(Path(index_dir).expanduser().glob("segments_*")):
-        raise FileNotFoundError(
+        raise store.StoreMissingError(
             f"no Lucene index at {index_dir}: build it once, outside the env workers, with "
-            f"python -m envs.searchqa.prepare --corpus-path CORPUS.jsonl --out {index_dir} --threads N"
+            f"{prepare_command(corpus_path or 'CORPUS.jsonl', index_dir)}"
         )
+    if index_dir is not None and store.is_store(index_dir):  # another env's store, or an old format, fails here
+        store.open_store(index_dir, "searchqa", INDEX_FORMAT, prepare_command(corpus_path or "CORPUS.jsonl", index_dir))
     passages, digest = None, ""
     if corpus_path is not None:
         corpus_path = Path(corpus_path).expanduser().resolve()
+        if corpus_path.is_file() and corpus_path.stat().st_size > store.AUTO_PREPARE_BYTES:
+            # every env process would hold the whole corpus (2.1 GB per 2 M passages) and build its index
+            out = index_dir or "INDEX_DIR"
+            raise ValueError(
+                f"corpus {corpus_path} is {corpus_path.stat().st_size / 2**20:.0f} MiB, too big to hold in every env "
+                f"process: prepare it once with\n  {prepare_command(corpus_path, out)}\nand give index_dir={out} "
+                "alone (passages are then read from the index, shared through the page cache)"
+            )
         passages = load_corpus(corpus_path)
         digest = file_digest(corpus_path)
     built = index_dir is None
     if built:
         cache = Path(cache_dir).expanduser() if cache_dir is not None else _lucene.default_cache_dir("searchqa")
-        index_dir = cached_index(corpus_path, passages, digest, cache)
+        index_dir = cached_index(corpus_path, digest, cache)
     return Retriever(Path(index_dir).expanduser(), passages, corpus_path, digest, built_from_corpus=built)

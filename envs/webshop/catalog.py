@@ -2,14 +2,14 @@
 
 The files and how they are read follow the original WebShop loader:
 
-* products (``items_shuffle_1000.json`` or ``items_shuffle.json``): a JSON list of products with ``asin``,
+* products (``items_shuffle.json``, else ``items_shuffle_1000.json``): a JSON list of products with ``asin``,
   ``name``, ``category``, ``query``, ``product_category``, ``full_description``, ``small_description`` (a string
   or a list: the features), ``pricing`` (``"$12.99"``, ``"$10.99 - $15.99"``; absent: $100) and
   ``customization_options`` ({option type: [{"value": ...}, ...]}). Products already in the loader's output
   form (``Title``, ``Description``, ``BulletPoints``, ``pricing`` as numbers, ``options``) are read as well.
   Option types and values are lowercased and ``/`` in a value becomes ``" | "``; products whose asin is
   ``"nan"`` or longer than 10 characters, and repeated asins, are skipped. ``num_products`` keeps the first N;
-* attributes (``items_ins_v2_1000.json`` or ``items_ins_v2.json``): {asin: {"attributes", "instruction",
+* attributes (``items_ins_v2.json``, else ``items_ins_v2_1000.json``): {asin: {"attributes", "instruction",
   "instruction_attributes"}}; a product without attributes gets ``["DUMMY_ATTR"]``;
 * human instructions (``items_human_ins.json``): {asin: [{"instruction", "instruction_attributes",
   "instruction_options"}]}; instructions without attributes are skipped;
@@ -26,26 +26,30 @@ goal list is then shuffled with ``random.Random(233)`` as the original, so on th
 from a seeded generator too, so every process builds the same goals.
 
 The search index holds, per product, ``"<title> <description> <first feature> <type>: <values>, and ..."``
-lowercased (the original's document text); Lucene BM25 ranks, the documents stay in Python.
+lowercased (the original's document text); Lucene BM25 ranks. Products, prices and goals live in a prepared
+store (:func:`prepare`, :mod:`envs.store`) that env processes read on demand: no process holds the catalog.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import itertools
 import json
 import logging
+import os
 import random
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from envs import _lucene
+from envs import _lucene, store
+from envs._shared import fingerprint
 
 logger = logging.getLogger(__name__)
 
@@ -61,8 +65,6 @@ GOAL_SHUFFLE_SEED = 233
 PRICE_SEED = 20220701
 PRICE_RANGE = [10.0 * i for i in range(1, 100)]
 NO_PRICE_BOUND = 1_000_000.0
-# Bump when what goes into a cached index changes, so that old caches are not reused.
-INDEX_FORMAT = "webshop-bm25-v1"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -283,6 +285,70 @@ def load_attributes(path: Path) -> dict[str, dict]:
     return data
 
 
+def iter_products(
+    path: Path,
+    attributes: dict[str, dict],
+    reviews: dict[str, tuple[tuple[Review, ...], Any]] | None,
+    num_products: int | None = None,
+) -> Iterator[Product]:
+    """The products of a product file (see the module docstring), in file order, read one at a time."""
+    if not path.is_file():
+        raise FileNotFoundError(f"WebShop products file not found: {path}")
+    seen: set[str] = set()
+    try:
+        rows = store.iter_json_array(path, "WebShop products")
+        for i, row in rows:
+            if num_products is not None and i >= num_products:
+                break
+            product = _product(row, i, path, attributes, reviews, seen)
+            if product is not None:
+                yield product
+    except ValueError as err:
+        if "is not a JSON list" in str(err):
+            found = type(read_json(path, "products")).__name__
+            raise _fail(path, "top level", f"expected a list of products, got {found}") from None
+        raise
+
+
+def _product(row: Any, i: int, path: Path, attributes: dict, reviews: dict | None, seen: set[str]) -> Product | None:
+    if not isinstance(row, dict):
+        raise _fail(path, f"product #{i}", f"expected an object, got {type(row).__name__}")
+    asin = row.get("asin")
+    if not isinstance(asin, str):
+        raise _fail(path, f"product #{i}", "missing a string 'asin'")
+    if asin == "nan" or len(asin) > 10 or asin in seen:
+        return None
+    seen.add(asin)
+    where = f"product #{i} ({asin})"
+    pricing, price_tag = parse_pricing(row.get("pricing"), path, where)
+    if "BulletPoints" in row:
+        bullets = _string_list(row["BulletPoints"], path, f"{where}, 'BulletPoints'")
+    else:
+        bullets = _string_list(row.get("small_description", []), path, f"{where}, 'small_description'")
+    attrs = (attributes.get(asin) or {}).get("attributes") or row.get("Attributes") or ["DUMMY_ATTR"]
+    if "Reviews" in row:
+        product_reviews, rating = _reviews(row["Reviews"], path, where), row.get("Rating", "N.A.")
+    elif reviews is not None and asin in reviews:
+        product_reviews, rating = reviews[asin]
+    else:
+        product_reviews, rating = (), "N.A."
+    return Product(
+        asin=asin,
+        title=_string(row, ("name", "Title"), path, where),
+        category=_string(row, ("category",), path, where),
+        query=_string(row, ("query",), path, where).lower().strip(),
+        product_category=_string(row, ("product_category",), path, where),
+        description=_string(row, ("full_description", "Description"), path, where, default=""),
+        bullets=tuple(bullets),
+        pricing=pricing,
+        price_tag=price_tag,
+        options=_options(row, path, where),
+        attributes=tuple(_string_list(attrs, path, f"{where}, attributes")),
+        reviews=tuple(product_reviews),
+        rating=rating,
+    )
+
+
 def load_products(
     path: Path,
     attributes: dict[str, dict],
@@ -290,51 +356,7 @@ def load_products(
     num_products: int | None = None,
 ) -> list[Product]:
     """Read a product file (see the module docstring), in file order."""
-    rows = read_json(path, "products")
-    if not isinstance(rows, list):
-        raise _fail(path, "top level", f"expected a list of products, got {type(rows).__name__}")
-    if num_products is not None:
-        rows = rows[:num_products]
-    products, seen = [], set()
-    for i, row in enumerate(rows):
-        if not isinstance(row, dict):
-            raise _fail(path, f"product #{i}", f"expected an object, got {type(row).__name__}")
-        asin = row.get("asin")
-        if not isinstance(asin, str):
-            raise _fail(path, f"product #{i}", "missing a string 'asin'")
-        if asin == "nan" or len(asin) > 10 or asin in seen:
-            continue
-        seen.add(asin)
-        where = f"product #{i} ({asin})"
-        pricing, price_tag = parse_pricing(row.get("pricing"), path, where)
-        if "BulletPoints" in row:
-            bullets = _string_list(row["BulletPoints"], path, f"{where}, 'BulletPoints'")
-        else:
-            bullets = _string_list(row.get("small_description", []), path, f"{where}, 'small_description'")
-        attrs = (attributes.get(asin) or {}).get("attributes") or row.get("Attributes") or ["DUMMY_ATTR"]
-        if "Reviews" in row:
-            product_reviews, rating = _reviews(row["Reviews"], path, where), row.get("Rating", "N.A.")
-        elif reviews is not None and asin in reviews:
-            product_reviews, rating = reviews[asin]
-        else:
-            product_reviews, rating = (), "N.A."
-        products.append(
-            Product(
-                asin=asin,
-                title=_string(row, ("name", "Title"), path, where),
-                category=_string(row, ("category",), path, where),
-                query=_string(row, ("query",), path, where).lower().strip(),
-                product_category=_string(row, ("product_category",), path, where),
-                description=_string(row, ("full_description", "Description"), path, where, default=""),
-                bullets=tuple(bullets),
-                pricing=pricing,
-                price_tag=price_tag,
-                options=_options(row, path, where),
-                attributes=tuple(_string_list(attrs, path, f"{where}, attributes")),
-                reviews=tuple(product_reviews),
-                rating=rating,
-            )
-        )
+    products = list(iter_products(path, attributes, reviews, num_products))
     if not products:
         raise _fail(path, "top level", "no usable product")
     return products
@@ -344,7 +366,12 @@ def load_products(
 def product_prices(products: list[Product], seed: int = PRICE_SEED) -> dict[str, float]:
     """The price each product sells at: its price, a seeded uniform draw in its range."""
     rng = random.Random(seed)
-    return {p.asin: p.pricing[0] if len(p.pricing) == 1 else rng.uniform(*p.pricing[:2]) for p in products}
+    return {p.asin: _price(p, rng) for p in products}
+
+
+def _price(product: Product, rng: random.Random) -> float:
+    """What ``product`` sells at: its price, or a draw from ``rng`` in its range (drawn in product order)."""
+    return product.pricing[0] if len(product.pricing) == 1 else rng.uniform(*product.pricing[:2])
 
 
 def _price_bound(price: float, rng: random.Random) -> tuple[float, str]:
@@ -439,23 +466,16 @@ def build_goals(
 
 # ---------------------------------------------------------------- search
 class SearchIndex:
-    """Lucene BM25 over product documents, built once into ``cache_dir/<hash of the documents>``
-    (:func:`envs._lucene.cached_index`). Searches are serialized (one JVM searcher per process) and memoized.
+    """Lucene BM25 over the product documents of a store. Searches are serialized (one JVM searcher per process)
+    and memoized.
 
     Args:
-        docs: (asin, document text) pairs.
-        cache_dir: Where indexes are kept.
+        index_dir: The Lucene index (document ids are asins).
     """
 
-    def __init__(self, docs: list[tuple[str, str]], cache_dir: Path, memo_size: int = 4096):
-        digest = hashlib.sha256(INDEX_FORMAT.encode())
-        for asin, text in docs:
-            digest.update(f"{asin}\x1f{text}\x1e".encode())
-        self.key = digest.hexdigest()[:24]
-        self.num_docs = len(docs)
-        index_docs = ({"id": a, "contents": t} for a, t in docs)
-        self.index_dir = _lucene.cached_index(cache_dir, self.key, index_docs, len(docs), "WebShop index")
-        self.searcher = _lucene.open_searcher(self.index_dir)
+    def __init__(self, index_dir: Path, memo_size: int = 4096):
+        self.index_dir = index_dir
+        self.searcher = _lucene.open_searcher(index_dir)
         self._lock = threading.Lock()
         self._memo: OrderedDict[str, tuple[str, ...]] = OrderedDict()
         self._memo_size = memo_size
@@ -475,44 +495,68 @@ class SearchIndex:
             return hits
 
 
-# ---------------------------------------------------------------- catalog
-class Catalog:
-    """Products, their prices, the goals and the search index of one set of WebShop files.
+# ---------------------------------------------------------------- store
+# Bump when what goes into a store changes, so that old stores are not opened.
+STORE_FORMAT = "webshop-store-v2"
+_TABLES = {"products": ("pos INTEGER", "price REAL", "record TEXT"), "goals": ("record TEXT",)}
+PREPARE = "python -m envs.webshop.prepare"
+
+
+def _encode_product(product: Product) -> str:
+    return json.dumps(dataclasses.asdict(product))
+
+
+def _decode_product(text: str) -> Product:
+    d = json.loads(text)
+    for key in ("bullets", "pricing", "attributes"):
+        d[key] = tuple(d[key])
+    d["options"] = {k: tuple(v) for k, v in d["options"].items()}
+    d["reviews"] = tuple(Review(**r) for r in d["reviews"])
+    return Product(**d)
+
+
+def _decode_goal(text: str) -> Goal:
+    row = json.loads(text)
+    row[7], row[8] = tuple(row[7]), tuple(row[8])
+    return Goal(*row)
+
+
+@dataclasses.dataclass(frozen=True)
+class Sources:
+    """The files and options a catalog is built from.
 
     Attributes:
-        products: asin -> product.
-        prices: asin -> price paid when bought.
-        goals: The shuffled goals; ``goals[i].goal_id == str(i)``.
-        index: The BM25 index.
-        fingerprint: Identifies products, prices and goals: equal in every process that loaded the same files.
-        files: The files read, by role.
+        files: Role (``products``, ``attributes``, ``human``, ``reviews``) -> file.
+        num_products: Keep only the first N products.
+        human_goals: Goals from the human instructions, else synthetic ones.
+        index_dir: A prebuilt Lucene index of the products (the original's ``search_engine/indexes``), or None
+            to build one.
     """
 
-    def __init__(
-        self,
-        products: list[Product],
-        prices: dict[str, float],
-        goals: list[Goal],
-        index: SearchIndex,
-        files: dict[str, Path],
-    ):
-        self.products = {p.asin: p for p in products}
-        self.prices = prices
-        self.goals = goals
-        self.index = index
-        self.files = files
-        digest = hashlib.sha256(index.key.encode())
-        digest.update(json.dumps(sorted(prices.items())).encode())
-        for g in goals:
-            digest.update(json.dumps(dataclasses.astuple(g)).encode())
-        self.fingerprint = digest.hexdigest()[:16]
+    files: dict[str, Path]
+    num_products: int | None
+    human_goals: bool
+    index_dir: Path | None = None
 
-    def search(self, query: str) -> tuple[str, ...]:
-        """The top :data:`SEARCH_RETURN_N` asins for ``query``."""
-        return tuple(a for a in self.index.search(query) if a in self.products)
+    def key(self) -> str:
+        """Where a store of these sources is kept under a cache directory (paths, sizes, times, options)."""
+        stamps = fingerprint(*self.files.values())
+        options = json.dumps([STORE_FORMAT, self.num_products, self.human_goals, str(self.index_dir), stamps])
+        return hashlib.sha256(options.encode()).hexdigest()[:24]
+
+    def command(self, out: Path) -> str:
+        """The ``prepare`` command line that builds a store of these sources at ``out``."""
+        args = [f"--{role}-file {path}" for role, path in self.files.items()]
+        if self.num_products is not None:
+            args.append(f"--num-products {self.num_products}")
+        if not self.human_goals:
+            args.append("--synthetic-goals")
+        if self.index_dir is not None:
+            args.append(f"--index-dir {self.index_dir}")
+        return f"{PREPARE} {' '.join(args)} --out {out} --threads N"
 
 
-def load_catalog(
+def resolve_sources(
     data_dir: Path,
     products_file: Path | None = None,
     attributes_file: Path | None = None,
@@ -520,9 +564,9 @@ def load_catalog(
     reviews_file: Path | None = None,
     num_products: int | None = None,
     human_goals: bool = True,
-    cache_dir: Path | None = None,
-) -> Catalog:
-    """Load a catalog from ``data_dir`` (or the files named), building or reusing its search index.
+    index_dir: Path | None = None,
+) -> Sources:
+    """The files of a catalog: those named, else the ones found in ``data_dir``.
 
     Args:
         data_dir: Folder of the WebShop files.
@@ -532,11 +576,7 @@ def load_catalog(
         reviews_file: Reviews; None: ``data_dir/reviews.json`` if it exists (the original data has none).
         num_products: Keep only the first N products of the product file.
         human_goals: Goals from the human instructions (the standard WebShop benchmark), else synthetic ones.
-        cache_dir: Where the index is cached (default ``_lucene.default_cache_dir("webshop")``).
-
-    Raises:
-        FileNotFoundError: a needed file is missing (the message names it).
-        ValueError: a file is malformed (the message names it and the entry).
+        index_dir: A prebuilt Lucene index of the products to search (the original's ``search_engine/indexes``).
     """
     products_path = Path(products_file) if products_file else find_file(data_dir, PRODUCT_FILES, "products")
     attributes_path = Path(attributes_file) if attributes_file else find_file(data_dir, ATTRIBUTE_FILES, "attributes")
@@ -547,14 +587,184 @@ def load_catalog(
         files["reviews"] = data_dir / REVIEW_FILE
     if human_goals:
         files["human"] = Path(human_file) if human_file else data_dir / HUMAN_FILE
-    reviews = load_reviews(files["reviews"]) if "reviews" in files else None
-    attributes = load_attributes(attributes_path)
-    products = load_products(products_path, attributes, reviews, num_products)
-    prices = product_prices(products)
-    goals = build_goals(products, prices, attributes, files.get("human"))
-    if not goals:
-        raise ValueError(f"the WebShop files {', '.join(map(str, files.values()))} give no goals")
-    index = SearchIndex(
-        [(p.asin, p.search_text()) for p in products], cache_dir or _lucene.default_cache_dir("webshop")
-    )
-    return Catalog(products, prices, goals, index, files)
+    files = {role: path.expanduser().resolve() for role, path in files.items()}
+    index = Path(index_dir).expanduser().resolve() if index_dir is not None else None
+    return Sources(files, num_products, human_goals, index)
+
+
+def prepare(sources: Sources, out: str | os.PathLike, threads: int = 1) -> Path:
+    """Build the store of a catalog at ``out``: products (with the price each sells at) and goals in SQLite, the
+    products' BM25 index (or ``sources.index_dir``). Products are read one at a time; the goals are built as
+    :func:`build_goals` does.
+
+    Raises:
+        FileNotFoundError: a needed file is missing.
+        ValueError: a malformed file, no usable product, or no goals.
+    """
+    files = sources.files
+
+    def fill(builder: store.StoreBuilder) -> dict:
+        reviews = load_reviews(files["reviews"]) if "reviews" in files else None
+        attributes = load_attributes(files["attributes"])
+        if sources.human_goals:
+            human = read_json(files["human"], "human instructions")
+            wanted = set(human) if isinstance(human, dict) else set()
+        else:
+            wanted = {a for a, e in attributes.items() if e.get("instruction") and e.get("instruction_attributes")}
+        rng = random.Random(PRICE_SEED)
+        kept, prices = [], {}
+        for pos, product in enumerate(iter_products(files["products"], attributes, reviews, sources.num_products)):
+            price = _price(product, rng)
+            builder.add("products", product.asin, pos, price, _encode_product(product))
+            builder.add_doc({"id": product.asin, "contents": product.search_text()})
+            if product.asin in wanted:  # the goal builders skip every other product without drawing
+                kept.append(product)
+                prices[product.asin] = price
+        if not builder.counts["products"]:
+            raise _fail(files["products"], "top level", "no usable product")
+        goals = build_goals(kept, prices, attributes, files.get("human"))
+        if not goals:
+            raise ValueError(f"the WebShop files {', '.join(map(str, files.values()))} give no goals")
+        for goal in goals:
+            builder.add("goals", goal.goal_id, json.dumps(dataclasses.astuple(goal)))
+        return {}
+
+    recorded = {"files": {k: str(v) for k, v in files.items()}, "num_products": sources.num_products}
+    recorded["human_goals"] = sources.human_goals
+    index = sources.index_dir
+    return store.build(out, "webshop", STORE_FORMAT, fill, recorded, threads, _TABLES, external_index=index)
+
+
+class _Products(Mapping):
+    """asin -> :class:`Product`, read from the store on demand (the last few thousand decoded ones kept)."""
+
+    def __init__(self, st: store.Store):
+        self._store = st
+        self._get = functools.lru_cache(maxsize=4096)(self._load)
+
+    def _load(self, asin: str) -> tuple[Product, float] | None:
+        row = self._store.get("products", asin)
+        return None if row is None else (_decode_product(row[2]), row[1])
+
+    def entry(self, asin: str) -> tuple[Product, float]:
+        found = self._get(asin) if isinstance(asin, str) else None
+        if found is None:
+            raise KeyError(asin)
+        return found
+
+    def __getitem__(self, asin: str) -> Product:
+        return self.entry(asin)[0]
+
+    def __contains__(self, asin: object) -> bool:
+        return isinstance(asin, str) and self._get(asin) is not None
+
+    def __len__(self) -> int:
+        return self._store.count("products")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._store.column("products", "key", order_by="pos"))
+
+
+class _Prices(Mapping):
+    """asin -> the price the product sells at."""
+
+    def __init__(self, products: _Products):
+        self._products = products
+
+    def __getitem__(self, asin: str) -> float:
+        return self._products.entry(asin)[1]
+
+    def __len__(self) -> int:
+        return len(self._products)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._products)
+
+
+class _Goals(Sequence):
+    """The shuffled goals, read from the store on demand."""
+
+    def __init__(self, st: store.Store):
+        self._store = st
+        self._get = functools.lru_cache(maxsize=4096)(self._load)
+
+    def _load(self, index: int) -> Goal:
+        return _decode_goal(self._store.get("goals", str(index))[0])
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if not -len(self) <= index < len(self):
+            raise IndexError(index)
+        return self._get(index % len(self))
+
+    def __len__(self) -> int:
+        return self._store.count("goals")
+
+
+# ---------------------------------------------------------------- catalog
+class Catalog:
+    """Products, their prices, the goals and the search index of one prepared store, read on demand.
+
+    Attributes:
+        products: asin -> product (a read-only mapping over the store).
+        prices: asin -> price paid when bought.
+        goals: The shuffled goals; ``goals[i].goal_id == str(i)``.
+        index: The BM25 index.
+        fingerprint: Identifies products, prices and goals (and a prebuilt index): equal in every process that
+            opened a store of the same data.
+        files: The files the store was built from, by role.
+        store: The store.
+    """
+
+    def __init__(self, st: store.Store):
+        self.store = st
+        self.products = _Products(st)
+        self.prices = _Prices(self.products)
+        self.goals = _Goals(st)
+        self.index = SearchIndex(st.index_dir)
+        self.files = {role: Path(path) for role, path in st.manifest["sources"]["files"].items()}
+        # a prebuilt index is another search engine: its files (names, sizes) are part of what a state depends on
+        self.prebuilt_index = "index_files" in st.manifest
+        index_id = st.manifest.get("index_files", "built")
+        self.fingerprint = hashlib.sha256(f"{st.fingerprint}:{index_id}".encode()).hexdigest()[:16]
+
+    def search(self, query: str) -> tuple[str, ...]:
+        """The top :data:`SEARCH_RETURN_N` asins for ``query`` (of a prebuilt index, those in the catalog)."""
+        hits = self.index.search(query)
+        return tuple(a for a in hits if a in self.products) if self.prebuilt_index else hits
+
+
+def open_catalog(store_dir: str | os.PathLike, command: str | None = None) -> Catalog:
+    """The catalog of a prepared store (see :func:`prepare`).
+
+    Raises:
+        StoreMissingError: no store at ``store_dir`` (the message gives ``command``, else the generic one).
+    """
+    command = command or f"{PREPARE} --data-dir WEBSHOP_DATA_DIR --out {store_dir} --threads N"
+    return Catalog(store.open_store(store_dir, "webshop", STORE_FORMAT, command))
+
+
+def load_catalog(sources: Sources, cache_dir: Path | None = None) -> Catalog:
+    """Open the catalog of ``sources`` (:func:`resolve_sources`) from its store under ``cache_dir``: inputs up to
+    :data:`envs.store.AUTO_PREPARE_BYTES` (the shipped catalog, test data) are prepared there on first use; larger
+    ones must be prepared first, outside the env workers (``python -m envs.webshop.prepare``).
+
+    Args:
+        sources: The files and options.
+        cache_dir: Where stores are kept (default ``_lucene.default_cache_dir("webshop")``).
+
+    Raises:
+        FileNotFoundError: a needed file is missing (the message names it).
+        StoreMissingError: the data is large and has no store yet (the message gives the command).
+        ValueError: a file is malformed (the message names it and the entry).
+    """
+    out = Path(cache_dir or _lucene.default_cache_dir("webshop")).expanduser() / sources.key()
+    for path in sources.files.values():
+        if not path.is_file():
+            raise FileNotFoundError(f"WebShop {path.name} file not found: {path}")
+    size = sum(path.stat().st_size for path in sources.files.values())
+    command = sources.command(out)
+    opened = store.cached(out, size, command, lambda: prepare(sources, out), "webshop", STORE_FORMAT)
+    logger.info("WebShop catalog: products from %s (store %s)", sources.files["products"], out)
+    return Catalog(opened)

@@ -29,10 +29,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from envs import _lucene
+from envs import _lucene, store
 from envs._shared import abs_path, load_once
 from envs.base import EnvState, StepReturn, TextEnv, UnknownTaskError
-from envs.webshop.catalog import DATA_DIR, Catalog, Goal, Product, load_catalog
+from envs.webshop.catalog import DATA_DIR, Catalog, Goal, Product, load_catalog, open_catalog, resolve_sources
 from envs.webshop.reward import purchase_reward, token_set_ratio
 
 PRODUCTS_PER_PAGE = 10
@@ -119,10 +119,16 @@ class WebShopEnv(TextEnv):
         max_steps: Steps before the episode is truncated.
         human_goals: Goals from the human instructions (standard benchmark), else the synthetic ones.
         products_file, attributes_file, human_file, reviews_file: Override one file of ``data_dir``.
-        cache_dir: Where the search index is cached (default ``~/.cache/prover_verl/webshop``).
+        cache_dir: Where the catalog's store is kept (default ``~/.cache/prover_verl/webshop``); data up to
+            :data:`envs.store.AUTO_PREPARE_BYTES` is prepared there on first use, larger data needs ``store_dir``.
+        store_dir: A store made by ``python -m envs.webshop.prepare`` (instead of the data arguments): how the
+            full catalog is played; every env process opens it read-only and shares its pages.
+        index_dir: A prebuilt Lucene index of the products (the original repo's ``search_engine/indexes``), to
+            search instead of building one.
 
     Raises:
         FileNotFoundError: a needed file is missing (the message names it).
+        StoreMissingError: no store at ``store_dir``, or large data without one (the message gives the command).
         ValueError: a malformed file (the message names it) or an unknown split.
     """
 
@@ -140,34 +146,56 @@ class WebShopEnv(TextEnv):
         human_file: str | os.PathLike | None = None,
         reviews_file: str | os.PathLike | None = None,
         cache_dir: str | os.PathLike | None = None,
+        store_dir: str | os.PathLike | None = None,
+        index_dir: str | os.PathLike | None = None,
     ):
         super().__init__(max_steps)
         if num_products is not None and num_products < 1:
             raise ValueError(f"num_products must be >= 1, got {num_products}")
         if split not in SPLITS:
             raise ValueError(f"unknown WebShop split {split!r}; choose one of {', '.join(SPLITS)}")
-        root = Path(data_dir).expanduser() if data_dir is not None else DATA_DIR
-        files = (products_file, attributes_file, human_file, reviews_file)
-        cache = abs_path(cache_dir) if cache_dir is not None else str(_lucene.default_cache_dir("webshop"))
-        key = ("webshop", abs_path(root), *map(abs_path, files), num_products, human_goals, cache)
-        self.catalog: Catalog = load_once(
-            key,
-            lambda: load_catalog(
+        if store_dir is not None:
+            given = {"data_dir": data_dir, "num_products": num_products, "products_file": products_file,
+                     "attributes_file": attributes_file, "human_file": human_file, "reviews_file": reviews_file,
+                     "index_dir": index_dir, "human_goals": None if human_goals else False}  # fmt: skip
+            clash = sorted(k for k, v in given.items() if v is not None)
+            if clash:
+                raise ValueError(
+                    f"store_dir holds a prepared catalog (its files and options); do not also pass {clash}"
+                )
+            manifest = Path(store_dir).expanduser() / store.MANIFEST
+            key = ("webshop store", abs_path(store_dir))
+            self.catalog: Catalog = load_once(key, lambda: open_catalog(store_dir), (manifest,))
+        else:
+            root = Path(data_dir).expanduser() if data_dir is not None else DATA_DIR
+            files = (products_file, attributes_file, human_file, reviews_file)
+            cache = abs_path(cache_dir) if cache_dir is not None else str(_lucene.default_cache_dir("webshop"))
+            key = (
+                "webshop",
+                abs_path(root),
+                *map(abs_path, files),
+                num_products,
+                human_goals,
+                cache,
+                abs_path(index_dir),
+            )
+            sources = lambda: resolve_sources(  # noqa: E731
                 root,
                 *(Path(f).expanduser() if f is not None else None for f in files),
                 num_products=num_products,
                 human_goals=human_goals,
-                cache_dir=Path(cache_dir).expanduser() if cache_dir is not None else None,
-            ),
-            (root, *files),
-        )
+                index_dir=index_dir,
+            )
+            cache_path = Path(cache_dir).expanduser() if cache_dir is not None else None
+            self.catalog = load_once(key, lambda: load_catalog(sources(), cache_path), (root, *files))
         self.split = split
         self._task_ids = split_goal_ids(len(self.catalog.goals), split)
         self._session: Session | None = None
 
     # ------------------------------------------------------------------ tasks
     def data_source(self) -> str:
-        return ", ".join(f"{role} {path}" for role, path in self.catalog.files.items())
+        files = ", ".join(f"{role} {path}" for role, path in self.catalog.files.items())
+        return f"{files} (store {self.catalog.store.root})"
 
     def task_ids(self) -> list[str]:
         return list(self._task_ids)

@@ -1,12 +1,15 @@
 """The JVM under pyserini keeps its signal handlers when a library installs its own after it (envs/_lucene.py)."""
 
+import os
 import subprocess
 import sys
 import textwrap
 
 import pytest
 
-# The order that killed a pytest process with SIGSEGV: the JVM builds an index (its compiler is warm), a Ray driver
+from envs import _lucene
+
+# The order that killed a pytest process with SIGSEGV: the JVM searched a while (its compiler is warm), a Ray driver
 # starts and stops in the same process (ray.init installs Ray's crash handlers over the JVM's, ray.shutdown leaves
 # SIGSEGV at its default action), then envs search from threads.
 CRASHING_ORDER = textwrap.dedent(
@@ -17,7 +20,7 @@ CRASHING_ORDER = textwrap.dedent(
     from envs import _lucene
     from envs.searchqa.env import SearchQAEnv
 
-    env = SearchQAEnv(cache_dir=tempfile.mkdtemp())  # builds its index in this process
+    env = SearchQAEnv(cache_dir=tempfile.mkdtemp())  # its JVM warms up in the searches below
 
     def episode(task, target):
         target.reset(options={"task_id": task})
@@ -61,3 +64,24 @@ def test_threaded_search_after_a_ray_driver_started_and_stopped_does_not_crash()
     if "RAY-START-FAILED" in done.stdout:
         pytest.skip(f"Ray did not start: {done.stdout[-300:]}")
     assert done.returncode == 0 and done.stdout.strip().endswith("OK"), (done.returncode, done.stderr[-2000:])
+
+
+JVM_ARGUMENTS = (
+    "from envs import _lucene; _lucene.start_jvm(); from jnius import autoclass; "
+    "print(list(autoclass('java.lang.management.ManagementFactory').getRuntimeMXBean().getInputArguments()))"
+)
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"), [(None, list(_lucene.JVM_OPTIONS)), ("-Xmx300m -XX:+UseParallelGC", ["-Xmx300m"])]
+)
+def test_env_jvm_starts_with_a_small_young_generation_or_the_options_given(given, expected):
+    # With the JVM's defaults the heap of a searching env process kept growing with garbage (+160 MB in 300 searches)
+    env = {k: v for k, v in os.environ.items() if k not in ("PROVER_JVM_OPTIONS", "JAVA_TOOL_OPTIONS")}
+    if given is not None:
+        env["PROVER_JVM_OPTIONS"] = given
+    done = subprocess.run([sys.executable, "-c", JVM_ARGUMENTS], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    arguments = done.stdout.strip().splitlines()[-1]
+    assert all(option in arguments for option in expected)
+    assert ("UseSerialGC" in arguments) == (given is None)

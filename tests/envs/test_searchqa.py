@@ -271,9 +271,9 @@ def test_cached_index_is_reused_not_rebuilt(env, monkeypatch):
     def no_build(*args, **kwargs):
         raise AssertionError("rebuilt a cached index")
 
-    monkeypatch.setattr(corpus._lucene, "build_index", no_build)
+    monkeypatch.setattr(corpus.store, "index_collection", no_build)
     path = corpus.DEFAULT_CORPUS
-    again = corpus.cached_index(path, env.retriever.passages, file_digest(path), env.retriever.index_dir.parent)
+    again = corpus.cached_index(path, file_digest(path), env.retriever.index_dir.parent)
     assert again == env.retriever.index_dir
 
 
