@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -33,6 +32,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from prover_verl.cpu import smoke  # noqa: E402
 from prover_verl.demo.report import write_report  # noqa: E402
 
 # name -> (estimator, judge type, judge accuracy); the noisy judge is the oracle that points at KeyDoor's pivotal
@@ -54,13 +54,15 @@ HEADER = (
 )
 
 
-def _run(cmd: list[str], log: Path, env: dict[str, str] | None = None, timeout: float | None = None) -> None:
-    with log.open("a") as out:
-        out.write(f"$ {' '.join(cmd)}\n")
-        out.flush()
-        done = subprocess.run(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=timeout)
+def _run(cmd: list[str], log: Path) -> str:
+    """Run ``cmd`` from the repository root, its stderr to ``log``; return its stdout."""
+    with log.open("a") as err:
+        err.write(f"$ {' '.join(cmd)}\n")
+        err.flush()
+        done = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=err, text=True)
     if done.returncode:
         raise RuntimeError(f"{cmd[:4]} exited with {done.returncode}: see {log}")
+    return done.stdout
 
 
 def prepare_base(args: argparse.Namespace) -> Path:
@@ -89,14 +91,14 @@ def prepare_base(args: argparse.Namespace) -> Path:
         log,
     )
     start = time.perf_counter()
-    _run(
+    imitation = _run(
         [py, "-m", "prover_verl.imitate", "--model", str(base / "model"), "--env", args.env]
         + ["--data-dir", str(base / "data"), "--env-kwargs", args.env_kwargs]
         + ["--target-replay", str(args.imitate_replay), "--max-episodes", str(args.imitate_episodes)]
         + ["--seed", str(args.imitate_seed)],
         log,
     )
-    imitation = json.loads(log.read_text().strip().splitlines()[-1])
+    imitation = json.loads(imitation.strip().splitlines()[-1])
     # cpu_smoke.sh takes a model with imitation.json as imitated already
     (base / "model" / "imitation.json").write_text(json.dumps(imitation) + "\n")
     stamp.write_text(json.dumps({"settings": settings, "imitation": imitation, "seconds": time.perf_counter() - start}))
@@ -120,48 +122,40 @@ def overrides(method: str, args: argparse.Namespace) -> list[str]:
 
 
 def run_one(method: str, seed: int, base: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """Train one method with one seed through the recipe; return its curve in the demo report's format."""
+    """Train one method with one seed through its recipe; return its curve in the demo report's format."""
     run_dir = args.out / "runs" / f"{method}_seed{seed}"
     done = run_dir / "run.json"
     if done.exists():
         return json.loads(done.read_text())
     shutil.rmtree(run_dir, ignore_errors=True)
-    run_dir.mkdir(parents=True)
-    for name in ("model", "data"):
-        (run_dir / name).symlink_to(base / name)
     estimator, judge, _ = METHODS[method]
-    env = {
-        **os.environ,
-        "ENV_KWARGS": args.env_kwargs,
-        "SEED": str(seed),
-        "SMOKE_DIR": str(run_dir),
-        "SMOKE_STEPS": str(args.steps),
-        "SMOKE_BATCH": str(args.batch),
-        "SMOKE_GROUP": str(args.group),
-        "SMOKE_LR": str(args.lr),
-        "SMOKE_K": str(args.k),
-        "SMOKE_JUDGE": judge,
-        "SMOKE_GROUP_LOG": "",
-        "N_GPUS": str(args.ranks),
-        "AGENT_WORKERS": str(args.ranks),
-        "ENV_WORKERS": str(args.ranks),
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-    }
     start = time.perf_counter()
-    recipe = f"recipes/{args.env}/run_{estimator}_qwen3.5_2b.sh"  # --cpu-smoke replaces its model by the tiny one
-    _run(["bash", recipe, "--cpu-smoke", *overrides(method, args)], run_dir / "train.log", env)
-    run = curve_of(method, seed, run_dir / f"metrics_step{args.steps}.jsonl", args.env)
+    smoke.run_smoke(
+        ROOT / "recipes" / args.env / f"run_{estimator}_qwen3.5_2b.sh",  # --cpu-smoke puts the tiny model in
+        run_dir,
+        args.steps,
+        assets=base,
+        overrides=overrides(method, args),
+        ENV_KWARGS=args.env_kwargs,
+        SEED=str(seed),
+        SMOKE_BATCH=str(args.batch),
+        SMOKE_GROUP=str(args.group),
+        SMOKE_LR=str(args.lr),
+        SMOKE_K=str(args.k),
+        SMOKE_JUDGE=judge,
+        SMOKE_GROUP_LOG="",
+        N_GPUS=str(args.ranks),
+        AGENT_WORKERS=str(args.ranks),
+        ENV_WORKERS=str(args.ranks),
+    )
+    run = curve_of(method, seed, smoke.logged_steps(run_dir, args.steps), args.env)
     run["wall_s"] = time.perf_counter() - start
     done.write_text(json.dumps(run))
     return run
 
 
-def curve_of(method: str, seed: int, metrics_path: Path, env_name: str) -> dict[str, Any]:
-    """One run's learning curve and totals from verl's metrics file."""
-    rows = [json.loads(line) for line in metrics_path.read_text().splitlines() if line.strip()]
-    steps: dict[int, dict[str, float]] = {}
-    for row in rows:  # a validation and a training step share a step number: merge them
-        steps.setdefault(row["step"], {}).update(row["data"])
+def curve_of(method: str, seed: int, steps: dict[int, dict[str, float]], env_name: str) -> dict[str, Any]:
+    """One run's learning curve and totals from verl's metrics per step (:func:`prover_verl.cpu.smoke.logged_steps`)."""
     val_key = VAL_KEY.format(env=env_name)
     curve, main, extra = [], 0.0, 0.0
     counts = dict.fromkeys(("pivot_known", "pivot_hit", "verified", "positive", "estimate", "credit"), 0.0)
@@ -182,7 +176,7 @@ def curve_of(method: str, seed: int, metrics_path: Path, env_name: str) -> dict[
             success = float(data[val_key])
             curve.append({"update": step, "env_steps": main + extra, "success": success, "greedy_success": success})
     if len(curve) < 2:
-        raise RuntimeError(f"{metrics_path}: fewer than 2 validations ({val_key}); did the run finish?")
+        raise RuntimeError(f"{method} seed {seed}: fewer than 2 validations ({val_key}) logged")
 
     def ratio(num: str, den: str) -> float | None:
         return counts[num] / counts[den] if counts[den] else None
@@ -214,9 +208,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--test-freq", type=int, default=5, help="validate every N steps (and before training)")
     parser.add_argument("--batch", type=int, default=8, help="tasks a step")
     parser.add_argument("--group", type=int, default=8, help="episodes a task")
-    parser.add_argument("--mini-batches", type=int, default=1, help="PPO mini-batches a step")
+    parser.add_argument("--mini-batches", type=int, default=4, help="PPO mini-batches a step")
     parser.add_argument("--loss-agg-mode", default="token-mean")
-    parser.add_argument("--lr", type=float, default=3e-4)
+    parser.add_argument("--lr", type=float, default=5e-4)
     parser.add_argument("--k", type=int, default=2, help="ProVer continuations per fork point")
     parser.add_argument("--ranks", type=int, default=1, help="FSDP ranks = replicas = agent / env workers")
     parser.add_argument("--train-tasks", type=int, default=64)

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -17,6 +18,7 @@ def run_smoke(
     steps: int,
     assets: Path | None = None,
     timeout_s: float | None = None,
+    overrides: Sequence[str] = (),
     **variables: str,
 ) -> Path:
     """Run ``bash recipe --cpu-smoke`` for ``steps`` steps in ``smoke_dir``; returns its log (``run_step<steps>.log``).
@@ -28,6 +30,7 @@ def run_smoke(
         assets: A smoke dir whose tiny model and data to copy first where ``smoke_dir`` has none
             (recipes/cpu_smoke.sh builds, imitates and lists only what is missing).
         timeout_s: Kill the run after this many seconds (``subprocess.TimeoutExpired``).
+        overrides: Hydra overrides after ``--cpu-smoke`` (they win over the recipe's).
         **variables: Further environment variables (``SMOKE_JUDGE``, ``SMOKE_K``, dump directories, ...).
 
     Raises:
@@ -49,7 +52,7 @@ def run_smoke(
     log = smoke_dir / f"run_step{steps}.log"
     with open(log, "w") as out:
         proc = subprocess.run(
-            ["bash", str(recipe), "--cpu-smoke"],
+            ["bash", str(recipe), "--cpu-smoke", *overrides],
             cwd=smoke_dir,
             env=env,
             stdout=out,
