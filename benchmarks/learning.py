@@ -7,7 +7,7 @@ train tasks (``prover_verl.imitate``) until it replays them with a set probabili
 (greedy decoding, one episode per held-out task) before training and every ``--test-freq`` steps; env steps count
 each step's own episodes plus ProVer's verifier continuations.
 
-    python benchmarks/learning.py                      # the default comparison (time: docs/method.md)
+    python benchmarks/learning.py                      # default: ~34 min imitation once, then ~10 min a run
     python benchmarks/learning.py --methods all        # every method below
     python benchmarks/learning.py --env searchqa --methods grpo,prover_heuristic --train-tasks 12
 
