@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -75,6 +76,7 @@ def prepare_base(args: argparse.Namespace) -> Path:
         "imitate_episodes": args.imitate_episodes,
         "imitate_replay": args.imitate_replay,
         "imitate_seed": args.imitate_seed,
+        "imitate_env_kwargs": args.imitate_env_kwargs,
     }
     stamp = base / "base.json"
     if stamp.exists() and json.loads(stamp.read_text())["settings"] == settings:
@@ -92,7 +94,7 @@ def prepare_base(args: argparse.Namespace) -> Path:
     start = time.perf_counter()
     imitation = _run(
         [py, "-m", "prover_verl.imitate", "--model", str(base / "model"), "--env", args.env]
-        + ["--data-dir", str(base / "data"), "--env-kwargs", args.env_kwargs]
+        + ["--data-dir", str(base / "data"), "--env-kwargs", args.imitate_env_kwargs or args.env_kwargs]
         + ["--target-replay", str(args.imitate_replay), "--max-episodes", str(args.imitate_episodes)]
         + ["--seed", str(args.imitate_seed)],
         log,
@@ -115,6 +117,12 @@ def overrides(method: str, args: argparse.Namespace) -> list[str]:
         f"actor_rollout_ref.actor.ppo_mini_batch_size={args.batch // args.mini_batches}",
         f"actor_rollout_ref.actor.loss_agg_mode={args.loss_agg_mode}",
     ]
+    if args.val_samples > 1:  # sampled like training (temperature 1), n episodes a task: success moves smoothly
+        extra += [
+            "actor_rollout_ref.rollout.val_kwargs.do_sample=true",
+            "actor_rollout_ref.rollout.val_kwargs.temperature=1.0",
+            f"actor_rollout_ref.rollout.val_kwargs.n={args.val_samples}",
+        ]
     if accuracy is not None:
         extra.append(f"algorithm.prover.judge.accuracy={accuracy}")
     return extra
@@ -154,10 +162,11 @@ def run_one(method: str, seed: int, base: Path, args: argparse.Namespace) -> dic
 
 
 def val_success(data: dict[str, float], env_name: str) -> float | None:
-    """A step's validation success: verl's val-core reward mean, averaged over the env's data sources unweighted
-    (Search-QA logs one per question set, as the paper's table averages them); None if the step did not validate."""
+    """A step's validation success: verl's val-core reward mean (``mean@n`` over a task's n episodes), averaged over
+    the env's data sources unweighted (Search-QA logs one per question set, as the paper's table averages them); None
+    if the step did not validate."""
     prefix = f"val-core/{env_name}/"
-    values = [v for k, v in data.items() if k.startswith(prefix) and k.endswith("/reward/mean@1")]
+    values = [v for k, v in data.items() if k.startswith(prefix) and re.search(r"/reward/mean@\d+$", k)]
     return float(np.mean(values)) if values else None
 
 
@@ -224,6 +233,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--imitate-episodes", type=int, default=64)
     parser.add_argument("--imitate-replay", type=float, default=0.1)
     parser.add_argument("--imitate-seed", type=int, default=0)
+    parser.add_argument(
+        "--imitate-env-kwargs",
+        default="",
+        help="env kwargs of the expert episodes imitated (default: --env-kwargs), on the train tasks' ids: e.g. "
+        "KeyDoor's six-door expert for a start that knows the rooms but not the single-door variant's key",
+    )
+    parser.add_argument(
+        "--val-samples",
+        type=int,
+        default=1,
+        help="episodes a held-out task at each validation: 1 greedy (default), n > 1 sampled at temperature 1",
+    )
     parser.add_argument("--target", type=float, default=0.5, help="success rate for 'env steps to target'")
     parser.add_argument("--out", type=Path, default=Path("/tmp/prover_learning"))
     args = parser.parse_args(argv)

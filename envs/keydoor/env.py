@@ -100,24 +100,33 @@ class KeyDoorTask:
         return CORRIDOR
 
 
-def make_task(task_id: str, rng: np.random.Generator) -> KeyDoorTask:
-    """Draw one task: length, note and key-room positions, door colour and carpets."""
+def make_task(task_id: str, rng: np.random.Generator, doors: int = len(COLOURS)) -> KeyDoorTask:
+    """Draw one task: length, note and key-room positions, door colour (one of the first ``doors`` colours) and
+    carpets."""
     num_turns = int(rng.integers(MIN_TURNS, MAX_TURNS + 1))
     pivot = int(rng.integers(1, num_turns - 1))
     note = int(rng.integers(0, pivot))
     special = {note, pivot, num_turns - 1}
     carpets = tuple(NONE if t in special else int(rng.integers(len(COLOURS))) for t in range(num_turns))
-    return KeyDoorTask(task_id, num_turns, note, pivot, int(rng.integers(len(COLOURS))), carpets)
+    return KeyDoorTask(task_id, num_turns, note, pivot, int(rng.integers(doors)), carpets)
 
 
-def task_family(split: str, count: int, seed: int = 0) -> list[KeyDoorTask]:
-    """Return ``count`` tasks of a split (``train`` or ``eval``); the splits draw from disjoint random streams."""
+def task_family(split: str, count: int, seed: int = 0, doors: int = len(COLOURS)) -> list[KeyDoorTask]:
+    """Return ``count`` tasks of a split (``train`` or ``eval``); the splits draw from disjoint random streams.
+
+    ``doors`` < 6 draws each door's colour from the first ``doors`` colours only. ``doors=1`` makes the pivot
+    unconditional (every door opens with the red key): a policy learns it without learning to copy the note's
+    colour, which the 2-layer tiny model of the CPU loop does not learn in minutes (docs/method.md, "Learning in
+    verl's real loop").
+    """
+    if not 1 <= doors <= len(COLOURS):
+        raise ValueError(f"doors must lie in [1, {len(COLOURS)}], got {doors}")
     if split not in ("train", "eval"):
         raise ValueError(f"split must be 'train' or 'eval', got {split!r}")
     if count < 1:
         raise ValueError(f"count must be >= 1, got {count}")
     rng = np.random.default_rng([seed, 0 if split == "train" else 1])
-    return [make_task(f"keydoor-{split}-{i:03d}", rng) for i in range(count)]
+    return [make_task(f"keydoor-{split}-{i:03d}", rng, doors) for i in range(count)]
 
 
 class TaskTable:
@@ -313,6 +322,7 @@ class KeyDoorEnv(TextEnv):
         split: ``train`` or ``eval`` (disjoint task streams).
         num_tasks: Tasks of the split.
         family_seed: Seed of the task family (the same in every process, so a state restores anywhere).
+        doors: Door colours the family draws from (:func:`task_family`; 1: every door opens with the red key).
         max_steps: Turns before an episode is truncated (default: the longest task's; an episode ends at the door).
     """
 
@@ -326,10 +336,13 @@ class KeyDoorEnv(TextEnv):
         num_tasks: int = 64,
         family_seed: int = 0,
         max_steps: int | None = None,
+        doors: int = len(COLOURS),
     ):
-        self.table = TaskTable(tasks if tasks is not None else task_family(split, num_tasks, family_seed))
+        self.table = TaskTable(tasks if tasks is not None else task_family(split, num_tasks, family_seed, doors))
         super().__init__(max_steps or int(self.table.num_turns.max()))
         self._source = "given tasks" if tasks is not None else f"generated ({split}, family seed {family_seed})"
+        if tasks is None and doors != len(COLOURS):
+            self._source = f"generated ({split}, family seed {family_seed}, doors={doors})"
         self._index = {t.task_id: i for i, t in enumerate(self.table.tasks)}
         self._rng = np.random.default_rng(seed)
         self._task: int | None = None

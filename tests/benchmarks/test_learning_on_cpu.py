@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from benchmarks import learning
@@ -49,3 +51,32 @@ def test_curve_reads_validation_and_pools_prover_counts():
     assert credit["credited_token_frac"] == pytest.approx(0.05)
     with pytest.raises(RuntimeError, match="fewer than 2 validations"):
         learning.curve_of("grpo", 1, {1: steps[1], 2: steps[0]}, "keydoor")
+
+
+def test_val_success_reads_mean_at_n_of_sampled_validation():
+    data = {"val-core/keydoor/keydoor/reward/mean@4": 0.25, "val-core/keydoor/keydoor/reward/best@4/mean": 1.0}
+    assert learning.val_success(data, "keydoor") == 0.25
+    assert learning.val_success({"val-aux/keydoor/keydoor/won/mean@1": 1.0}, "keydoor") is None
+
+
+# GRPO in verl's real loop must raise held-out success. KeyDoor with one door colour (every door opens with the red
+# key): the start, imitated on the six-door family's expert, knows the rooms and actions but takes a key at random
+# (its greedy choice is some colour); learning the key is a preference GRPO finds in a few updates, while the
+# six-door task's copy of the note's colour is beyond the tiny model in minutes (docs/method.md). Measured (seed 1,
+# greedy validation on 64 held-out tasks): 0.00 at the start, 1.00 after 2 and 4 steps; with verl's GRPO
+# advantages zeroed by hand, 0.00 after 4 steps (the note of issue 19). The margin asked, 0.5, is 50 tasks of 64
+# more than a loop that cannot learn gets. About 7 minutes on 2 cores (imitation 2, run 4-5).
+LEARNING_ARGS = [
+    "--env-kwargs", '{"doors": 1}', "--imitate-env-kwargs", "{}", "--methods", "grpo", "--seeds", "1",
+    "--steps", "4", "--test-freq", "4",
+]  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_grpo_learns_the_single_door_key_in_the_real_loop(tmp_path):
+    report = learning.main(LEARNING_ARGS + ["--out", str(tmp_path)])
+    (run,) = json.loads((tmp_path / "results.json").read_text())["runs"]["grpo"]
+    curve = [point["success"] for point in run["curve"]]
+    assert len(curve) == 2 and report["table"]
+    assert curve[-1] - curve[0] >= 0.5, f"held-out success {curve}: GRPO did not learn"

@@ -133,6 +133,23 @@ def test_task_family_splits_are_deterministic_and_disjoint():
         kd.task_family("test", 4)
 
 
+def test_task_family_doors_limits_the_door_colours_and_the_env_takes_it():
+    """``doors=1``: every door opens with the red key (the note says so), in the family and in the registered env's
+    episodes; the six-door default draws all six colours; out of range raises naming the argument."""
+    assert {t.door for t in kd.task_family("eval", 64)} == set(range(len(kd.COLOURS)))
+    assert {t.door for t in kd.task_family("eval", 64, doors=2)} == {0, 1}
+    env = kd.KeyDoorEnv(split="eval", num_tasks=16, doors=1)
+    for task_id in env.task_ids():
+        env.reset(options={"task_id": task_id})
+        assert env.expert_actions()[env.task.pivot_turn] == "take red key"
+        reward = 0.0
+        for action in env.expert_actions():
+            _, reward, *_ = env.step(action)
+        assert reward == 1.0
+    with pytest.raises(ValueError, match="doors"):
+        kd.task_family("train", 4, doors=7)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Noisy judge
 
