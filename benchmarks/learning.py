@@ -10,6 +10,8 @@ each step's own episodes plus ProVer's verifier continuations.
     python benchmarks/learning.py                      # default: 47 min on 2 cores (imitation 3, runs 6-9 each)
     python benchmarks/learning.py --methods all        # every method below
     python benchmarks/learning.py --env searchqa --methods grpo,prover_heuristic --train-tasks 12
+    python benchmarks/learning.py --env-kwargs '{"doors": 1}' --imitate-env-kwargs '{}' --val-samples 4
+                                                       # one door colour: the tiny model learns it (docs/method.md)
 
 It prints the demo's table (:mod:`prover_verl.demo.report`) and writes ``results.json``, ``results.md`` and
 ``success_vs_env_steps.png`` under ``--out``. A run whose ``run.json`` exists under ``--out`` is read back, not run
