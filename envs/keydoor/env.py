@@ -340,9 +340,10 @@ class KeyDoorEnv(TextEnv):
     ):
         self.table = TaskTable(tasks if tasks is not None else task_family(split, num_tasks, family_seed, doors))
         super().__init__(max_steps or int(self.table.num_turns.max()))
-        self._source = "given tasks" if tasks is not None else f"generated ({split}, family seed {family_seed})"
-        if tasks is None and doors != len(COLOURS):
-            self._source = f"generated ({split}, family seed {family_seed}, doors={doors})"
+        narrowed = f", doors={doors}" if doors != len(COLOURS) else ""
+        self._source = (
+            "given tasks" if tasks is not None else f"generated ({split}, family seed {family_seed}{narrowed})"
+        )
         self._index = {t.task_id: i for i, t in enumerate(self.table.tasks)}
         self._rng = np.random.default_rng(seed)
         self._task: int | None = None
