@@ -4,13 +4,14 @@
 #
 # Usage: bash benchmarks/learning_eval.sh OUT        # OUT: learning.py's --out (its base/ and runs/<method>_seed<s>/)
 # Each run <method>_seed<s> is evaluated as METHOD/tiny/seed<s> (grpo -> GRPO, the baseline; prover_oracle1.0 ->
-# ProVer (oracle 1.0); prover_heuristic -> ProVer (heuristic); gigpo -> GiGPO), greedy, one episode per task of the
-# base's validation set (OUT/base/data/val.parquet), on the run's own tiny model (SMOKE_DIR) with as many FSDP ranks
+# ProVer (oracle 1.0); prover_heuristic -> ProVer (heuristic); gigpo -> GiGPO) on every task of the base's validation
+# set (OUT/base/data/val.parquet), as the benchmark validated (OUT/results.json's val_samples: 1 greedy episode a task,
+# n > 1 sampled at temperature 1, n a task), on the run's own tiny model (SMOKE_DIR) with as many FSDP ranks
 # as its checkpoint was saved with. Writes OUT/eval/<env>/tables.md (one row per run) and OUT/eval/compare/compare.md
 # (mean ± std over seeds, average, gain over GRPO). A run whose logs are newer than its checkpoint is not evaluated
 # again. Run it with the project's venv active (the recipes call python3).
 set -euo pipefail
-[ $# -eq 1 ] || { sed -n 2,11p "$0"; exit 2; }
+[ $# -eq 1 ] || { sed -n 2,12p "$0"; exit 2; }
 LEARN=$(realpath "$1")
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 [ -f "$LEARN/base/base.json" ] || { echo "no $LEARN/base/base.json: not a benchmarks/learning.py --out" >&2; exit 2; }
@@ -20,6 +21,14 @@ print(s["env"], s["env_kwargs"])' "$LEARN/base/base.json") || true
 EVAL=$LEARN/eval/$ENV_NAME
 VAL=$LEARN/base/data/val.parquet
 [ -f "$VAL" ] || { echo "no validation set $VAL" >&2; exit 2; }
+[ -f "$LEARN/results.json" ] || { echo "no $LEARN/results.json: let benchmarks/learning.py finish first" >&2; exit 2; }
+SAMPLES=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["settings"].get("val_samples", 1))' \
+  "$LEARN/results.json")
+SAMPLING=()  # run_eval.sh's own default is greedy, one episode a task; later overrides win
+if [ "$SAMPLES" -gt 1 ]; then
+  SAMPLING=(actor_rollout_ref.rollout.val_kwargs.do_sample=true actor_rollout_ref.rollout.val_kwargs.temperature=1.0
+    "actor_rollout_ref.rollout.val_kwargs.n=$SAMPLES")
+fi
 
 method_name() {  # learning.py's METHODS key -> the table's method name
   case "$1" in
@@ -49,7 +58,7 @@ for run in "$LEARN"/runs/*_seed*/; do
   echo "[learning_eval] $name <- $ckpt ($ranks ranks; $((SECONDS - start)) s)"
   SMOKE_DIR=$run OUT=$EVAL ENV_KWARGS=$ENV_KWARGS N_GPUS=$ranks AGENT_WORKERS=$ranks ENV_WORKERS=$ranks \
     SMOKE_GROUP_LOG="" bash "$ROOT/recipes/eval/run_eval.sh" "$ENV_NAME" --cpu-smoke "$name=$ckpt" \
-    -- "data.val_files=$VAL" >"$run/eval.log" 2>&1 || { tail -n 40 "$run/eval.log" >&2; exit 1; }
+    -- "data.val_files=$VAL" "${SAMPLING[@]+"${SAMPLING[@]}"}" >"$run/eval.log" 2>&1 || { tail -n 40 "$run/eval.log" >&2; exit 1; }
   evaluated=$((evaluated + 1))
 done
 [ -d "$EVAL/logs" ] || { echo "no checkpoint under $LEARN/runs/*_seed*/checkpoints" >&2; exit 1; }

@@ -8,9 +8,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _learning_out(root: Path) -> Path:
-    """A benchmarks/learning.py --out as the script reads it: base settings and data, runs with final checkpoints."""
+def _learning_out(root: Path, val_samples: int = 1) -> Path:
+    """A benchmarks/learning.py --out as the script reads it: base settings and data, runs with final checkpoints,
+    the benchmark's results."""
     (root / "base" / "data").mkdir(parents=True)
+    (root / "results.json").write_text(json.dumps({"settings": {"val_samples": val_samples}}))
     (root / "base" / "base.json").write_text(json.dumps({"settings": {"env": "keydoor", "env_kwargs": "{}"}}))
     (root / "base" / "data" / "val.parquet").touch()
     for run, ranks in (("grpo_seed1", 1), ("grpo_seed2", 1), ("prover_oracle1.0_seed1", 2), ("gigpo_seed1", None)):
@@ -47,6 +49,7 @@ def test_every_final_checkpoint_is_evaluated_and_compared_to_grpo(tmp_path, stub
     assert f"data.val_files={out / 'base' / 'data' / 'val.parquet'}" in args
     assert f"actor_rollout_ref.model.path={out / 'runs' / 'prover_oracle1.0_seed1' / 'model'}" in args
     assert "trainer.n_gpus_per_node=2" in args and "trainer.device=cpu" in args  # the ranks it was saved with
+    assert "actor_rollout_ref.rollout.val_kwargs.do_sample=true" not in args  # greedy, as the benchmark validated
     assert "trainer.n_gpus_per_node=1" in (logs / "GRPO" / "tiny" / "seed2" / "args.txt").read_text().splitlines()
     tables = (out / "eval" / "keydoor" / "tables.md").read_text()
     assert (
@@ -63,3 +66,22 @@ def test_every_final_checkpoint_is_evaluated_and_compared_to_grpo(tmp_path, stub
 def test_not_a_learning_out_is_an_error(tmp_path, stub_verl_path):
     done = _run(tmp_path, stub_verl_path)
     assert done.returncode == 2 and "not a benchmarks/learning.py --out" in done.stderr
+
+
+def test_a_sampled_benchmark_is_evaluated_sampled_as_it_validated(tmp_path, stub_verl_path):
+    out = _learning_out(tmp_path / "learn", val_samples=4)
+    done = _run(out, stub_verl_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    args = (out / "eval" / "keydoor" / "logs" / "GRPO" / "tiny" / "seed1" / "args.txt").read_text().splitlines()
+    # run_eval.sh's greedy defaults come first; hydra takes the last value of a key
+    prefix = "actor_rollout_ref.rollout.val_kwargs."
+    assert args.index(f"{prefix}n=4") > args.index(f"{prefix}n=1")
+    assert args.index(f"{prefix}do_sample=true") > args.index(f"{prefix}do_sample=false")
+    assert args.index(f"{prefix}temperature=1.0") > args.index(f"{prefix}temperature=0")
+
+
+def test_an_unfinished_benchmark_is_an_error(tmp_path, stub_verl_path):
+    out = _learning_out(tmp_path / "learn")
+    (out / "results.json").unlink()
+    done = _run(out, stub_verl_path)
+    assert done.returncode == 2 and "let benchmarks/learning.py finish first" in done.stderr

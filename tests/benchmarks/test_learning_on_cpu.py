@@ -59,6 +59,22 @@ def test_val_success_reads_mean_at_n_of_sampled_validation():
     assert learning.val_success({"val-aux/keydoor/keydoor/won/mean@1": 1.0}, "keydoor") is None
 
 
+def test_keydoor_defaults_to_one_door_from_the_six_door_imitation_and_sampled_validation():
+    args = learning.parse_args([])
+    assert (args.env_kwargs, args.imitate_env_kwargs, args.val_samples) == ('{"doors": 1}', "{}", 4)
+    assert args.methods == ["grpo", "prover_oracle1.0"] and args.seeds == [1, 2, 3]
+    other = learning.parse_args(["--env", "searchqa", "--methods", "all"])
+    assert (other.env_kwargs, other.imitate_env_kwargs) == ("{}", "")  # "" imitates on --env-kwargs
+    assert other.methods == list(learning.METHODS)
+
+
+@pytest.mark.parametrize("bad", [["--val-samples", "0"], ["--batch", "6"], ["--methods", "grpo,ppo"]])
+def test_bad_settings_are_errors_naming_the_flag(bad, capsys):
+    with pytest.raises(SystemExit):
+        learning.parse_args(bad)
+    assert bad[0] in capsys.readouterr().err
+
+
 # GRPO in verl's real loop must raise held-out success. KeyDoor with one door colour (every door opens with the red
 # key): the start, imitated on the six-door family's expert, knows the rooms and actions but takes a key at random
 # (its greedy choice is some colour); learning the key is a preference GRPO finds in a few updates, while the
@@ -68,7 +84,7 @@ def test_val_success_reads_mean_at_n_of_sampled_validation():
 # the noise of a 64-task difference is about 0.07-0.09. 6.5 minutes on 2 cores (base 2, run 4.5).
 LEARNING_ARGS = [
     "--env-kwargs", '{"doors": 1}', "--imitate-env-kwargs", "{}", "--methods", "grpo", "--seeds", "1",
-    "--steps", "4", "--test-freq", "4",
+    "--steps", "4", "--test-freq", "4", "--val-samples", "1",
 ]  # fmt: skip
 
 
