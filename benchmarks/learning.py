@@ -4,12 +4,12 @@ Every run is the env's recipe with ``--cpu-smoke`` (``recipes/<env>/run_<method>
 trainer, the CPU replica, this project's agent loop, judge, verifier and estimators) with a tiny model, all from
 one start: the tiny model with a tokenizer that knows the env's words, imitated on the expert's episodes of some
 train tasks (``prover_verl.imitate``) until it replays them with a set probability. Success is verl's validation
-(by default 4 episodes a held-out task sampled at temperature 1, ``mean@4``) before training and every
+(by default 2 episodes a held-out task sampled at temperature 1, ``mean@2``) before training and every
 ``--test-freq`` steps; env steps count each step's own episodes plus ProVer's verifier continuations. The default
 KeyDoor is the single-door variant (every door opens with red) started from the six-door expert's imitation: the
 tiny model cannot learn to copy the note's colour, so six doors teach it nothing in this budget (docs/method.md).
 
-    python benchmarks/learning.py                      # default: ~45 min on 2 cores, see docs/method.md
+    python benchmarks/learning.py                      # default: ~1 h on 2 cores, see docs/method.md
     python benchmarks/learning.py --methods all        # every method below
     python benchmarks/learning.py --env-kwargs '{}' --val-samples 1 --steps 10 --test-freq 5
                                                        # six doors, greedy validation: nothing learned (docs)
@@ -230,7 +230,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--methods", default=DEFAULT_METHODS, help=f"comma-separated of {', '.join(METHODS)}, or all")
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--steps", type=int, default=6, help="training steps a run")
-    parser.add_argument("--test-freq", type=int, default=2, help="validate every N steps (and before training)")
+    parser.add_argument("--test-freq", type=int, default=3, help="validate every N steps (and before training)")
     parser.add_argument("--batch", type=int, default=8, help="tasks a step")
     parser.add_argument("--group", type=int, default=8, help="episodes a task")
     parser.add_argument("--mini-batches", type=int, default=4, help="PPO mini-batches a step")
@@ -252,7 +252,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--val-samples",
         type=int,
-        default=4,
+        default=2,
         help="episodes a held-out task at each validation: 1 greedy, n > 1 sampled at temperature 1 (success moves "
         "smoothly instead of flipping with the greedy choice)",
     )

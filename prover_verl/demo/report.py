@@ -69,14 +69,26 @@ def summarise(runs: Sequence[dict[str, Any]], target: float) -> dict[str, Any]:
 
 
 def paired_difference(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """``a - b`` per seed (final success and AUC), mean ± std and the standard error of the mean."""
+    """``a - b`` per seed, mean ± std and the standard error of the mean: final success, AUC, and at equal cost
+    (``equal_env_steps``: ``a``'s success at ``b``'s final env steps, linear between ``a``'s evaluations, ``a``'s last
+    if ``b`` spent more, minus ``b``'s final), which charges ProVer's verifier steps against its gain."""
     by_seed = {r["seed"]: r for r in b}
     pairs = [(r, by_seed[r["seed"]]) for r in a if r["seed"] in by_seed]
     if not pairs:
         raise ValueError("no seeds in common")
+
+    def at_env_steps(run: dict[str, Any], env_steps: float) -> float:
+        points = run["curve"]
+        return float(np.interp(env_steps, [p["env_steps"] for p in points], [p["success"] for p in points]))
+
+    measures = {
+        "final": lambda x, y: x["curve"][-1]["success"] - y["curve"][-1]["success"],
+        "auc": lambda x, y: _auc(x["curve"]) - _auc(y["curve"]),
+        "equal_env_steps": lambda x, y: at_env_steps(x, y["curve"][-1]["env_steps"]) - y["curve"][-1]["success"],
+    }
     out = {"seeds": len(pairs)}
-    for key, value in (("final", lambda r: r["curve"][-1]["success"]), ("auc", lambda r: _auc(r["curve"]))):
-        diffs = [value(x) - value(y) for x, y in pairs]
+    for key, measure in measures.items():
+        diffs = [measure(x, y) for x, y in pairs]
         mean, std = _mean_std(diffs)
         sem = std / math.sqrt(len(diffs))
         # "Below beyond noise": the mean difference is under minus two standard errors.
@@ -154,7 +166,8 @@ def table(
             parts.append(
                 f"minus GRPO (paired by seed): final {d['final']['mean']:+.3f} ± {d['final']['std']:.3f} "
                 f"(sem {d['final']['sem']:.3f}), AUC {d['auc']['mean']:+.3f} ± {d['auc']['std']:.3f} "
-                f"(sem {d['auc']['sem']:.3f}) -> {verdict}"
+                f"(sem {d['auc']['sem']:.3f}), at GRPO's final env steps {d['equal_env_steps']['mean']:+.3f} ± "
+                f"{d['equal_env_steps']['std']:.3f} (sem {d['equal_env_steps']['sem']:.3f}) -> {verdict}"
             )
         lines.append(f"- {name}: " + "; ".join(parts))
     return "\n".join(lines)

@@ -61,7 +61,7 @@ def test_val_success_reads_mean_at_n_of_sampled_validation():
 
 def test_keydoor_defaults_to_one_door_from_the_six_door_imitation_and_sampled_validation():
     args = learning.parse_args([])
-    assert (args.env_kwargs, args.imitate_env_kwargs, args.val_samples) == ('{"doors": 1}', "{}", 4)
+    assert (args.env_kwargs, args.imitate_env_kwargs, args.val_samples) == ('{"doors": 1}', "{}", 2)
     assert args.methods == ["grpo", "prover_oracle1.0"] and args.seeds == [1, 2, 3]
     other = learning.parse_args(["--env", "searchqa", "--methods", "all"])
     assert (other.env_kwargs, other.imitate_env_kwargs) == ("{}", "")  # "" imitates on --env-kwargs
