@@ -126,10 +126,15 @@ class ProverTrainerSync(PPOTrainerSync):
 
 
 def content_order(batch) -> list[int]:
-    """The batch's rows sorted by their tokens (prompt and response): an order that does not depend on when an
-    episode finished or on verl's random uids; rows of equal tokens are interchangeable."""
-    data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["input_ids"])
-    rows = [tuple(row.tolist()) for row in data["input_ids"].unbind(0)]
+    """The batch's rows sorted by their tokens (prompt and response), then by their ProVer credit: an order that does
+    not depend on when an episode finished or on verl's random uids. Two episodes of a group can play the same tokens
+    while only one of them holds the verified segment's credit, so tokens alone leave a tie that is not
+    interchangeable (measured: identical step-1 rollouts and counters, different ProVer update); rows equal in both
+    are."""
+    fields = ["input_ids", CREDIT_FIELD]
+    data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
+    columns = [data[field].unbind(0) for field in fields]
+    rows = [tuple(tuple(part.tolist()) for part in parts) for parts in zip(*columns, strict=True)]
     return sorted(range(len(rows)), key=rows.__getitem__)
 
 

@@ -226,10 +226,24 @@ def test_content_order_does_not_depend_on_arrival_or_uids(monkeypatch):
     seqs = [[5, 1, 2], [3, 4], [5, 1], [3, 4, 9]]
     seen = []
     for arrival, uid in (([0, 1, 2, 3], "f3a1"), ([2, 3, 0, 1], "07bc")):
-        rows = {f"{uid}{i}_{i}_0": {"input_ids": torch.tensor(seqs[i])} for i in arrival}
+        rows = {f"{uid}{i}_{i}_0": {"input_ids": torch.tensor(seqs[i]), CREDIT_FIELD: torch.zeros(1)} for i in arrival}
         monkeypatch.setattr(prover_trainer, "tq", FakeTransferQueue(rows))
         batch = KVBatchMeta(partition_id="train", keys=list(rows), tags=[{"i": i} for i in arrival])
         batch.reorder(prover_trainer.content_order(batch))
         seen.append([rows[k]["input_ids"].tolist() for k in batch.keys])
         assert [rows[k]["input_ids"].tolist() for k in batch.keys] == [seqs[t["i"]] for t in batch.tags]
     assert seen[0] == seen[1] == [[3, 4], [3, 4, 9], [5, 1], [5, 1, 2]]
+
+
+def test_content_order_breaks_a_tie_of_tokens_by_credit(monkeypatch):
+    """Two episodes of a group that played the same tokens, only one of them credited by ProVer, are not
+    interchangeable: the credited one must take the same place whichever finished first."""
+    tokens, credited = torch.tensor([3, 4, 5]), torch.tensor([0.0, 1.2])
+    placed = []
+    for arrival in ([0, 1], [1, 0]):
+        rows = {f"k{i}": {"input_ids": tokens, CREDIT_FIELD: credited * i} for i in arrival}
+        monkeypatch.setattr(prover_trainer, "tq", FakeTransferQueue(rows))
+        batch = KVBatchMeta(partition_id="train", keys=list(rows), tags=[{}] * 2)
+        batch.reorder(prover_trainer.content_order(batch))
+        placed.append(batch.keys)
+    assert placed == [["k0", "k1"], ["k0", "k1"]]
