@@ -26,8 +26,9 @@ SAMPLES=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["sett
   "$LEARN/results.json")
 SAMPLING=()  # run_eval.sh's own default is greedy, one episode a task; later overrides win
 if [ "$SAMPLES" -gt 1 ]; then
+  # seeded as the run's own validation was (SEED, full_determinism), so the draws can be compared one for one
   SAMPLING=(actor_rollout_ref.rollout.val_kwargs.do_sample=true actor_rollout_ref.rollout.val_kwargs.temperature=1.0
-    "actor_rollout_ref.rollout.val_kwargs.n=$SAMPLES")
+    "actor_rollout_ref.rollout.val_kwargs.n=$SAMPLES" actor_rollout_ref.rollout.full_determinism=true)
 fi
 
 method_name() {  # learning.py's METHODS key -> the table's method name
@@ -56,7 +57,7 @@ for run in "$LEARN"/runs/*_seed*/; do
     continue
   fi
   echo "[learning_eval] $name <- $ckpt ($ranks ranks; $((SECONDS - start)) s)"
-  SMOKE_DIR=$run OUT=$EVAL ENV_KWARGS=$ENV_KWARGS N_GPUS=$ranks AGENT_WORKERS=$ranks ENV_WORKERS=$ranks \
+  SMOKE_DIR=$run OUT=$EVAL ENV_KWARGS=$ENV_KWARGS SEED=$seed N_GPUS=$ranks AGENT_WORKERS=$ranks ENV_WORKERS=$ranks \
     SMOKE_GROUP_LOG="" bash "$ROOT/recipes/eval/run_eval.sh" "$ENV_NAME" --cpu-smoke "$name=$ckpt" \
     -- "data.val_files=$VAL" "${SAMPLING[@]+"${SAMPLING[@]}"}" >"$run/eval.log" 2>&1 || { tail -n 40 "$run/eval.log" >&2; exit 1; }
   evaluated=$((evaluated + 1))

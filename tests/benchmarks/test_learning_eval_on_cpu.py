@@ -78,6 +78,10 @@ def test_a_sampled_benchmark_is_evaluated_sampled_as_it_validated(tmp_path, stub
     assert args.index(f"{prefix}n=4") > args.index(f"{prefix}n=1")
     assert args.index(f"{prefix}do_sample=true") > args.index(f"{prefix}do_sample=false")
     assert args.index(f"{prefix}temperature=1.0") > args.index(f"{prefix}temperature=0")
+    # seeded as the run's validation was: the same draws (measured: 0.461 = the run's last validation)
+    assert "actor_rollout_ref.rollout.full_determinism=true" in args and "actor_rollout_ref.rollout.seed=1" in args
+    seed2 = (out / "eval" / "keydoor" / "logs" / "GRPO" / "tiny" / "seed2" / "args.txt").read_text().splitlines()
+    assert "actor_rollout_ref.rollout.seed=2" in seed2
 
 
 def test_an_unfinished_benchmark_is_an_error(tmp_path, stub_verl_path):
