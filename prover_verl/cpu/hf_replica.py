@@ -24,9 +24,11 @@ from typing import Any
 
 import ray
 import torch
+from verl.utils import hf_processor, hf_tokenizer
 from verl.utils.config import omega_conf_to_dataclass
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, TokenOutput
+from verl.workers.rollout.utils import get_vision_placeholder_token_ids
 
 from prover_verl.cpu import ROLLOUT_NAME
 from prover_verl.hf_model import load_policy_model
@@ -59,6 +61,24 @@ def sample_kwargs(sampling_params: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def banned_token_mask(model_config: Any, num_logits: int) -> torch.Tensor:
+    """``(num_logits,)`` bool: the tokens verl's vLLM server never lets the policy sample.
+
+    vLLM's logits are masked (``monkey_patch_compute_logits``) past the tokenizer's length (the padded tail of the
+    embedding) and at the vision placeholders (``<|image_pad|>``, ``<|video_pad|>``) of a vision-language
+    processor: a sampled placeholder has no image behind it, and verl's agent loop then fails the whole session
+    computing its multimodal positions. The CPU replica masks the same tokens, so its episodes are the job's.
+    """
+    tokenizer, processor = getattr(model_config, "tokenizer", None), getattr(model_config, "processor", None)
+    if tokenizer is None:  # a config that did not load them (load_tokenizer=false, a bare path): load as verl does
+        path = getattr(model_config, "local_tokenizer_path", None) or model_config.local_path
+        tokenizer, processor = hf_tokenizer(path), hf_processor(path)
+    banned = torch.zeros(num_logits, dtype=torch.bool)
+    banned[len(tokenizer) :] = True
+    banned[get_vision_placeholder_token_ids(processor)] = True
+    return banned
+
+
 class HFServer:
     """One transformers model answering verl's rollout-server calls (a Ray actor; see :class:`HFReplica`)."""
 
@@ -74,6 +94,7 @@ class HFServer:
         generation = self.model.generation_config
         self.eos_token_id = generation.eos_token_id
         self.pad_token_id = generation.pad_token_id if generation.pad_token_id is not None else 0
+        self.banned = banned_token_mask(model_config, self.model.get_output_embeddings().weight.shape[0])
         self._lock = asyncio.Lock()
         self._dump(step=0)
 
@@ -101,6 +122,10 @@ class HFServer:
             max_tokens = min(max_tokens, max_possible)
         return max(1, int(max_tokens))
 
+    def _mask_banned(self, input_ids: torch.Tensor | None, scores: torch.Tensor) -> torch.Tensor:
+        """``scores`` with the banned tokens at -inf (a ``generate`` logits processor, and the log-probs' mask)."""
+        return scores.masked_fill(self.banned.to(scores.device), float("-inf"))
+
     @torch.no_grad()
     def _generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> tuple[list[int], list[float]]:
         max_new = self._max_tokens(len(prompt_ids), sampling_params)
@@ -117,11 +142,13 @@ class HFServer:
             pad_token_id=self.pad_token_id,
             return_dict_in_generate=True,
             output_logits=True,
+            logits_processor=[self._mask_banned],
             **sample_kwargs(sampling_params),
         )
         tokens = out.sequences[0, len(prompt_ids) :]
-        # log-probs of the model's own distribution (vLLM's default "raw" log-probs), one per generated token
-        logits = torch.stack(out.logits, dim=1)[0, : len(tokens)].float()
+        # log-probs of the model's own distribution (vLLM's default "raw" log-probs, taken after its mask of the
+        # banned tokens), one per generated token; output_logits are the logits before any processor
+        logits = self._mask_banned(None, torch.stack(out.logits, dim=1)[0, : len(tokens)].float())
         log_probs = torch.log_softmax(logits, dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
         # generate pads a finished sequence only in batches; with one sequence, stop at the first EOS inclusive
         eos = self.eos_token_id if isinstance(self.eos_token_id, list) else [self.eos_token_id]

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from prover_verl import tiny_model
-from prover_verl.cpu.hf_replica import HFServer, sample_kwargs
+from prover_verl.cpu.hf_replica import HFServer, banned_token_mask, sample_kwargs
 
 
 @pytest.fixture(scope="module")
@@ -70,3 +70,48 @@ def test_sampling_params_map_to_generate_keywords():
     assert sample_kwargs({"temperature": 0}) == {"do_sample": False}
     kw = sample_kwargs({"temperature": 0.7, "top_p": 0.9, "top_k": -1})
     assert kw == {"do_sample": True, "temperature": 0.7, "top_p": 0.9, "top_k": 0, "repetition_penalty": 1.0}
+
+
+class _Favour(torch.nn.Module):
+    """The model's output layer with ``bonus`` added to the logits of ``tokens`` (so sampling would pick them)."""
+
+    def __init__(self, head: torch.nn.Module, tokens: list[int], bonus: float = 50.0):
+        super().__init__()
+        self.head = head
+        self.register_buffer("offset", torch.zeros(head.weight.shape[0]).index_fill_(0, torch.tensor(tokens), bonus))
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.head(hidden) + self.offset
+
+
+async def test_vision_placeholders_are_never_sampled_as_vllm_masks_them(tmp_path):
+    """A sampled ``<|image_pad|>`` has no image behind it: verl's agent loop then fails the session computing its
+    multimodal positions (seen in CI, a ProVer group trained one row short). vLLM's server masks the placeholders;
+    the CPU replica must too, and its log-probs are those of the masked distribution."""
+    server = _server(tiny_model.build(tmp_path, arch="qwen3_5_vl"), response_length=24)
+    banned = torch.nonzero(server.banned).flatten().tolist()
+    from verl.utils import hf_processor
+
+    processor = hf_processor(str(tmp_path))  # the banned ids are the processor's own placeholders
+    assert banned == sorted({processor.image_token_id, processor.video_token_id})
+    server.model.lm_head = _Favour(server.model.lm_head, banned)
+    prompt = [5, 6, 7, 8]
+    for request in range(3):
+        out = await server.generate(prompt, {"temperature": 1.0, "logprobs": True, "ignore_eos": True}, str(request))
+        assert len(out.token_ids) == 24 and not set(out.token_ids) & set(banned), out.token_ids
+        ids = torch.tensor([prompt + out.token_ids])
+        with torch.no_grad():
+            logits = server.model(ids).logits[0, len(prompt) - 1 : -1].float()
+        expected = torch.log_softmax(logits.masked_fill(server.banned, float("-inf")), -1)
+        expected = expected.gather(-1, torch.tensor(out.token_ids).unsqueeze(-1)).squeeze(-1)
+        torch.testing.assert_close(torch.tensor(out.log_probs), expected, atol=1e-4, rtol=1e-4)
+
+
+def test_banned_mask_covers_the_logits_past_the_tokenizer(model_dir):
+    """A text model bans nothing inside its tokenizer; the embedding's padded tail (no token) is banned."""
+    from verl.utils import hf_tokenizer
+
+    tokenizer = hf_tokenizer(str(model_dir))
+    config = SimpleNamespace(tokenizer=tokenizer, processor=None, local_path=str(model_dir))
+    mask = banned_token_mask(config, len(tokenizer) + 8)
+    assert not mask[: len(tokenizer)].any() and mask[len(tokenizer) :].all()

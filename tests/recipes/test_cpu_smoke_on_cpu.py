@@ -183,6 +183,7 @@ def check_run(smoke_dir: Path, estimator: str) -> dict[int, dict]:
     credited = 0
     for step in (1, 2):
         dump = load_dump(smoke_dir, step)
+        check_no_session_lost(dump)
         mask = dump["response_mask"].float()
         assert torch.isfinite(dump["advantages"]).all()
         if estimator != "gae":  # verl's GAE whitens over the mask and leaves the rest as it is (the loss masks it)
@@ -219,6 +220,15 @@ def check_run(smoke_dir: Path, estimator: str) -> dict[int, dict]:
     else:
         assert credited == 0 and not any(k.startswith("prover/") for k in steps[1])
     return steps
+
+
+def check_no_session_lost(dump: dict, tasks: int = 2, group: int = 4) -> None:
+    """The step trained every episode of its tasks (recipes/cpu_smoke.sh: 2 tasks x 4): a session that raised in
+    verl's agent loop is dropped from its group with only a log line (verl's sync replay buffer keeps failed groups
+    sampleable and pads the batch), which the counters downstream would report only as a quiet mismatch."""
+    real = [uid for uid, pad in zip(dump["uid"], dump["is_padding"], strict=True) if not pad]
+    sizes = {uid: real.count(uid) for uid in real}
+    assert sorted(sizes.values()) == [group] * tasks, f"rows per group {sizes}: a session failed (see run_step*.log)"
 
 
 def summary_rows(page: str) -> dict[int, dict[str, float]]:
