@@ -68,6 +68,30 @@ def test_keydoor_defaults_to_one_door_from_the_six_door_imitation_and_sampled_va
     assert other.methods == list(learning.METHODS)
 
 
+def test_val_split_reaches_the_data_and_the_base_settings(tmp_path, monkeypatch):
+    """``--val-split train`` validates on the train split's tasks (a tiny model cannot generalise on Search-QA): the
+    data builder gets the split, and a base made for the held-out split is not reused for it."""
+    calls = []
+
+    def run(cmd, log):  # what the base's commands would leave behind: a model directory, the imitation's line
+        calls.append(cmd)
+        (tmp_path / "base" / "model").mkdir(exist_ok=True)
+        return '{"replay": 0.5}\n'
+
+    monkeypatch.setattr(learning, "_run", run)
+    args = learning.parse_args(["--env", "searchqa", "--val-split", "train", "--out", str(tmp_path)])
+    learning.prepare_base(args)
+    data = next(cmd for cmd in calls if "prover_verl.data" in cmd)
+    assert data[data.index("--val-split") + 1] == "train"
+    calls.clear()
+    learning.prepare_base(args)
+    assert calls == []  # same settings: the base is reused
+    held_out = learning.parse_args(["--env", "searchqa", "--out", str(tmp_path)])
+    assert held_out.val_split is None
+    learning.prepare_base(held_out)
+    assert "--val-split" not in next(cmd for cmd in calls if "prover_verl.data" in cmd)
+
+
 @pytest.mark.parametrize("bad", [["--val-samples", "0"], ["--batch", "6"], ["--methods", "grpo,ppo"]])
 def test_bad_settings_are_errors_naming_the_flag(bad, capsys):
     with pytest.raises(SystemExit):
