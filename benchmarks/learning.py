@@ -53,7 +53,7 @@ METHODS: dict[str, tuple[str, str, float | None]] = {
 DEFAULT_METHODS = "grpo,prover_oracle1.0"
 HEADER = (
     "Learning in verl's real loop on CPU (benchmarks/learning.py): the recipes' program (recipes/common.sh "
-    "--cpu-smoke) with a tiny model imitated to a partial policy; success is verl's validation on {tasks} "
+    "--cpu-smoke) with a tiny model imitated to a partial policy; success is verl's validation on the {tasks} "
     "({how}); env steps count each step's episodes plus ProVer's verifier continuations."
 )
 
@@ -296,7 +296,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     settings["base"] = json.loads((base / "base.json").read_text())
     how = "greedy" if args.val_samples == 1 else f"sampled, mean of {args.val_samples} episodes a task"
-    tasks = "held-out tasks" if args.val_split is None else f"the first {args.val_tasks} {args.val_split} tasks"
+    tasks = "held-out tasks" if args.val_split is None else f"first {args.val_tasks} {args.val_split} tasks"
     report = write_report(
         results,
         args.out,

@@ -90,9 +90,11 @@ def paired_difference(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) 
     for key, measure in measures.items():
         diffs = [measure(x, y) for x, y in pairs]
         mean, std = _mean_std(diffs)
-        sem = std / math.sqrt(len(diffs))
-        # "Below beyond noise": the mean difference is under minus two standard errors.
-        out[key] = {"mean": mean, "std": std, "sem": sem, "below_beyond_noise": mean < -2 * sem, "per_seed": diffs}
+        # "Below beyond noise": the mean difference is under minus two standard errors; one seed has no noise
+        # estimate, so no verdict (None), not a zero standard error that makes any difference "beyond noise"
+        sem = std / math.sqrt(len(diffs)) if len(diffs) > 1 else None
+        below = None if sem is None else mean < -2 * sem
+        out[key] = {"mean": mean, "std": std, "sem": sem, "below_beyond_noise": below, "per_seed": diffs}
     return out
 
 
@@ -161,13 +163,20 @@ def table(
             parts.append(f"{c['extra_over_exhaustive_extra']:.1%} of the exhaustive baseline's extra steps")
         if "minus_grpo" in c:
             d = c["minus_grpo"]
-            below = d["final"]["below_beyond_noise"] or d["auc"]["below_beyond_noise"]
-            verdict = "BELOW GRPO beyond noise" if below else "not below GRPO beyond noise"
+            if d["seeds"] < 2:
+                verdict = "one seed: no noise estimate, no verdict"
+            elif d["final"]["below_beyond_noise"] or d["auc"]["below_beyond_noise"]:
+                verdict = "BELOW GRPO beyond noise"
+            else:
+                verdict = "not below GRPO beyond noise"
+
+            def diff(key: str) -> str:
+                sem = d[key]["sem"]
+                return f"{d[key]['mean']:+.3f} ± {d[key]['std']:.3f} (sem {'-' if sem is None else f'{sem:.3f}'})"
+
             parts.append(
-                f"minus GRPO (paired by seed): final {d['final']['mean']:+.3f} ± {d['final']['std']:.3f} "
-                f"(sem {d['final']['sem']:.3f}), AUC {d['auc']['mean']:+.3f} ± {d['auc']['std']:.3f} "
-                f"(sem {d['auc']['sem']:.3f}), at GRPO's final env steps {d['equal_env_steps']['mean']:+.3f} ± "
-                f"{d['equal_env_steps']['std']:.3f} (sem {d['equal_env_steps']['sem']:.3f}) -> {verdict}"
+                f"minus GRPO (paired by seed): final {diff('final')}, AUC {diff('auc')}, "
+                f"at GRPO's final env steps {diff('equal_env_steps')} -> {verdict}"
             )
         lines.append(f"- {name}: " + "; ".join(parts))
     return "\n".join(lines)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from prover_verl.demo.report import paired_difference
+from prover_verl.demo.report import compare, paired_difference, summarise, table
 
 
 def _run(seed: int, points: list[tuple[float, float]]) -> dict:
@@ -24,3 +24,23 @@ def test_paired_difference_charges_the_extra_env_steps():
 def test_paired_difference_needs_a_common_seed():
     with pytest.raises(ValueError, match="no seeds in common"):
         paired_difference([_run(1, [(0, 0.0)])], [_run(2, [(0, 0.0)])])
+
+
+def test_one_seed_gives_no_noise_verdict():
+    """One seed has no standard error: the difference is reported without a verdict, not as 'beyond noise'."""
+
+    def run(kind: str, points: list[tuple[float, float]]) -> dict:
+        steps = points[-1][0]
+        totals = {"kind": kind, "env_steps": steps, "main_steps": steps, "extra_steps": 0.0, "wall_s": 1.0}
+        curve = [{"env_steps": e, "success": s, "greedy_success": s} for e, s in points]
+        return _run(1, points) | totals | {"curve": curve, "credit": {}}
+
+    prover, grpo = [run("prover", [(0, 0.6), (100, 0.3)])], [run("grpo", [(0, 0.6), (80, 0.35)])]
+    d = paired_difference(prover, grpo)
+    assert d["final"]["sem"] is None and d["final"]["below_beyond_noise"] is None
+    summaries = {"grpo": summarise(grpo, 0.5), "prover": summarise(prover, 0.5)}
+    lines = table(summaries, compare({"grpo": grpo, "prover": prover}, summaries), 0.5)
+    assert "one seed: no noise estimate" in lines and "BELOW" not in lines and "(sem -)" in lines
+    two = paired_difference(prover + [_run(2, [(0, 0.6), (100, 0.2)])], grpo + [_run(2, [(0, 0.6), (80, 0.5)])])
+    # differences -0.05 and -0.3: std 0.177, sem 0.125, mean -0.175 is not under -0.25
+    assert two["final"]["sem"] == pytest.approx(0.125) and two["final"]["below_beyond_noise"] is False
