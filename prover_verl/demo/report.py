@@ -169,17 +169,18 @@ def table(
                 verdict = "BELOW GRPO beyond noise"
             else:
                 verdict = "not below GRPO beyond noise"
-
-            def diff(key: str) -> str:
-                sem = d[key]["sem"]
-                return f"{d[key]['mean']:+.3f} ± {d[key]['std']:.3f} (sem {'-' if sem is None else f'{sem:.3f}'})"
-
             parts.append(
-                f"minus GRPO (paired by seed): final {diff('final')}, AUC {diff('auc')}, "
-                f"at GRPO's final env steps {diff('equal_env_steps')} -> {verdict}"
+                f"minus GRPO (paired by seed): final {_diff(d['final'])}, AUC {_diff(d['auc'])}, "
+                f"at GRPO's final env steps {_diff(d['equal_env_steps'])} -> {verdict}"
             )
         lines.append(f"- {name}: " + "; ".join(parts))
     return "\n".join(lines)
+
+
+def _diff(entry: dict[str, Any]) -> str:
+    """A paired difference as ``mean ± std (sem s)``; ``sem -`` where one seed gives none."""
+    sem = "-" if entry["sem"] is None else f"{entry['sem']:.3f}"
+    return f"{entry['mean']:+.3f} ± {entry['std']:.3f} (sem {sem})"
 
 
 def _band(
