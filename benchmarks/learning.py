@@ -13,7 +13,9 @@ tiny model cannot learn to copy the note's colour, so six doors teach it nothing
     python benchmarks/learning.py --methods all        # every method below
     python benchmarks/learning.py --env-kwargs '{}' --val-samples 1 --steps 10 --test-freq 5
                                                        # six doors, greedy validation: nothing learned (docs)
-    python benchmarks/learning.py --env searchqa --methods grpo,prover_heuristic --train-tasks 12
+    python benchmarks/learning.py --env searchqa --methods grpo,prover_heuristic --group 4 --train-tasks 32 \
+        --val-tasks 32 --val-split train --imitate-episodes 32 --imitate-replay 0.5 --lr 1e-4
+                                                       # a real env, ~15 min: no rise (docs/method.md)
 
 It prints the demo's table (:mod:`prover_verl.demo.report`) and writes ``results.json``, ``results.md`` and
 ``success_vs_env_steps.png`` under ``--out``. A run whose ``run.json`` exists under ``--out`` is read back, not run
