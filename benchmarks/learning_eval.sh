@@ -8,8 +8,8 @@
 # set (OUT/base/data/val.parquet), as the benchmark validated (OUT/results.json's val_samples: 1 greedy episode a task,
 # n > 1 sampled at temperature 1, n a task, seeded with the run's seed), on the run's own tiny model (SMOKE_DIR),
 # with as many FSDP ranks as its checkpoint was saved with. Writes OUT/eval/<env>/tables.md (one row per run) and
-# OUT/eval/compare/compare.md (mean ± std over seeds, average, gain over GRPO). A run whose logs are newer than its checkpoint is not evaluated
-# again. Run it with the project's venv active (the recipes call python3).
+# OUT/eval/compare/compare.md (mean ± std over seeds, average, gain over GRPO). A run whose logs are newer than its
+# checkpoint is not evaluated again. Run it with the project's venv active (the recipes call python3).
 set -euo pipefail
 [ $# -eq 1 ] || { sed -n 2,12p "$0"; exit 2; }
 LEARN=$(realpath "$1")
