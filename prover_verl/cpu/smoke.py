@@ -1,117 +1,23 @@
 """Run a recipe's ``--cpu-smoke`` as a subprocess and read back verl's logged metrics (the smoke tests and
-``benchmarks/loop_bench.py`` both drive the CPU loop this way), with a cache of the tiny models and data the smoke
-builds, keyed by everything that shapes them."""
+``benchmarks/loop_bench.py`` both drive the CPU loop this way)."""
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import importlib.metadata
-import importlib.util
+import contextlib
 import json
 import os
-import re
 import shutil
+import signal
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
-ASSET_PARTS = ("model", "data")
-# The environment variables that shape what recipes/cpu_smoke.sh builds (tiny model, data, imitation), besides the
-# recipe's ENV_NAME; the rest (judge, K, lr, batch, dumps, ...) only shape the run. envs/alfworld reads ALFWORLD_DATA.
-ASSET_VARIABLES = (
-    "SMOKE_ARCH",
-    "SMOKE_TRAIN_TASKS",
-    "SMOKE_VAL_TASKS",
-    "SMOKE_IMITATE",
-    "ENV_KWARGS",
-    "SEED",
-    "ALFWORLD_DATA",
-)
-# the scripts beside a recipe whose text builds the assets (their defaults of the variables above included)
-ASSET_SCRIPTS = ("common.sh", "cpu_smoke.sh")
+from prover_verl.cpu.assets import ASSET_PARTS, asset_key, complete, recipe_env, source_roots, store_assets
 
-
-def recipe_env(recipe: str | os.PathLike) -> str:
-    """The ``ENV_NAME`` a recipe script sets (``ENV_NAME=webshop ... source common.sh``).
-
-    Raises:
-        ValueError: The recipe sets no ``ENV_NAME``.
-    """
-    found = re.search(r"\bENV_NAME=(\w+)", Path(recipe).read_text())
-    if found is None:
-        raise ValueError(f"{recipe} sets no ENV_NAME: cannot tell which env's smoke assets it builds")
-    return found.group(1)
-
-
-def source_roots(recipe: str | os.PathLike) -> list[Path]:
-    """The files and folders whose content shapes a recipe's smoke assets: the smoke's scripts, and the packages
-    that build the tiny model, the data and the imitation (``prover_verl``, ``envs``: the experts, the tasks)."""
-    recipes = Path(recipe).resolve().parent.parent
-    packages = [Path(importlib.util.find_spec(name).origin).parent for name in ("prover_verl", "envs")]
-    return [*(recipes / script for script in ASSET_SCRIPTS), *packages]
-
-
-def _files(roots: Iterable[Path]) -> list[tuple[str, Path]]:
-    """Every file under ``roots``, named relative to its root (bytecode caches left out)."""
-    files = []
-    for root in roots:
-        if not root.exists():
-            raise FileNotFoundError(f"smoke asset source {root} does not exist")
-        found = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
-        files += [(f"{root.name}/{p.relative_to(root)}", p) for p in found if "__pycache__" not in p.parts]
-    return files
-
-
-@functools.cache
-def _installed() -> tuple[str, ...]:
-    """The installed distributions and their versions (read once: a second per call on a loaded machine)."""
-    return tuple(sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()))
-
-
-def asset_key(env_name: str, variables: Mapping[str, str], sources: Iterable[Path]) -> str:
-    """A hash of every setting that shapes the tiny model and data of an env's ``--cpu-smoke``: the env, the
-    :data:`ASSET_VARIABLES` as the script sees them (unset is not empty), the content of ``sources`` (which hold the
-    scripts' defaults and the code that builds), the interpreter and the installed distributions' versions.
-
-    Args:
-        env_name: The recipe's ``ENV_NAME``.
-        variables: The environment the recipe runs in.
-        sources: Files and folders (read recursively) whose content shapes the build.
-
-    Returns:
-        A hex digest: equal keys mean the same build.
-    """
-    settings = {"env": env_name, **{name: variables.get(name) for name in ASSET_VARIABLES}}
-    # float sums may differ with the number of threads torch splits them over
-    threads = (os.cpu_count(), variables.get("OMP_NUM_THREADS"))
-    digest = hashlib.sha256(json.dumps([settings, threads, sys.version, _installed()], sort_keys=True).encode())
-    for name, path in _files(sources):
-        content = path.read_bytes()
-        digest.update(f"\0{name}\0{len(content)}\0".encode())
-        digest.update(content)
-    return digest.hexdigest()[:32]
-
-
-def _complete(entry: Path) -> bool:
-    return all((entry / part).is_dir() for part in ASSET_PARTS)
-
-
-def store_assets(smoke_dir: Path, entry: Path) -> None:
-    """Copy ``smoke_dir``'s model and data to the cache ``entry``, whole or not at all (a copy under a temporary
-    name, then renamed; a run that stored the same entry first wins)."""
-    if _complete(entry):
-        return
-    entry.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", dir=entry.parent))
-    for part in ASSET_PARTS:
-        shutil.copytree(smoke_dir / part, staging / part)
-    try:
-        staging.rename(entry)
-    except OSError:  # stored meanwhile
-        shutil.rmtree(staging)
+# seconds a run's processes get to exit after SIGTERM before they are killed
+KILL_GRACE_S = 10.0
 
 
 def run_smoke(
@@ -133,14 +39,15 @@ def run_smoke(
         steps: ``SMOKE_STEPS``.
         assets: A smoke dir whose tiny model and data to copy first where ``smoke_dir`` has none
             (recipes/cpu_smoke.sh builds, imitates and lists only what is missing).
-        timeout_s: Kill the run after this many seconds (``subprocess.TimeoutExpired``).
+        timeout_s: End the run after this many seconds.
         overrides: Hydra overrides after ``--cpu-smoke`` (they win over the recipe's).
-        asset_cache: A folder of tiny models and data by :func:`asset_key`: where ``smoke_dir`` has neither, the
-            entry of this run's settings is copied in, or, when there is none yet, what the run builds is stored
-            there after it succeeds. Not with ``assets``.
+        asset_cache: A folder of tiny models and data by :func:`prover_verl.cpu.assets.asset_key`: where
+            ``smoke_dir`` has neither, the entry of this run's settings is copied in, or, when there is none yet,
+            what the run builds is stored there after it succeeds. Not with ``assets``.
         **variables: Further environment variables (``SMOKE_JUDGE``, ``SMOKE_K``, dump directories, ...).
 
     Raises:
+        subprocess.TimeoutExpired: The run took longer than ``timeout_s`` (its processes are ended).
         RuntimeError: The run exited non-zero (the message holds the log's last lines).
         ValueError: Both ``assets`` and ``asset_cache`` were given.
     """
@@ -159,27 +66,67 @@ def run_smoke(
     # only a build of this run's own settings is stored: not assets a smoke dir held from before
     if asset_cache is not None and not any((smoke_dir / part).exists() for part in ASSET_PARTS):
         entry = Path(asset_cache) / asset_key(recipe_env(recipe), env, source_roots(recipe))
-        assets = entry if _complete(entry) else None
+        assets = entry if complete(entry) else None
     if assets is not None:
         for part in ASSET_PARTS:
             if not (smoke_dir / part).exists():
                 shutil.copytree(assets / part, smoke_dir / part)
     log = smoke_dir / f"run_step{steps}.log"
     with open(log, "w") as out:
-        proc = subprocess.run(
+        # a session of its own: the imitation, verl and its Ray cluster (whose driver leaves the process group) are
+        # ended with the run, also when it times out or the test is stopped, instead of loading the machine on
+        proc = subprocess.Popen(
             ["bash", str(recipe), "--cpu-smoke", *overrides],
             cwd=smoke_dir,
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
-            timeout=timeout_s,
+            start_new_session=True,
         )
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        try:
+            # waited for without reaping it, so that the session's id (its pid) cannot be reused before the end
+            while os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is None:
+                if deadline is not None and time.monotonic() > deadline:
+                    raise subprocess.TimeoutExpired(proc.args, timeout_s)
+                time.sleep(0.2)
+        finally:
+            end_session(proc.pid)
+            proc.wait()
     if proc.returncode != 0:
         tail = "".join(log.read_text().splitlines(keepends=True)[-60:])
         raise RuntimeError(f"{recipe} --cpu-smoke failed (exit {proc.returncode}); last lines of {log}:\n{tail}")
     if entry is not None:
         store_assets(smoke_dir, entry)
     return log
+
+
+def session_members(sid: int) -> list[int]:
+    """The live (not zombie) processes of session ``sid``, read from ``/proc`` (Linux)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, _ppid, _pgrp, session = stat.read_text().rsplit(")", 1)[1].split()[:4]
+        except (OSError, IndexError, ValueError):  # the process ended meanwhile
+            continue
+        if int(session) == sid and state != "Z":
+            members.append(int(stat.parent.name))
+    return members
+
+
+def end_session(sid: int, grace_s: float = KILL_GRACE_S) -> None:
+    """SIGTERM every process of session ``sid``, then SIGKILL those still there after ``grace_s`` seconds."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        members = session_members(sid)
+        for pid in members:
+            with contextlib.suppress(ProcessLookupError):  # ended meanwhile
+                os.kill(pid, sig)
+        deadline = time.monotonic() + grace_s
+        while members and time.monotonic() < deadline:
+            time.sleep(0.1)
+            members = session_members(sid)
+        if not members:
+            return
 
 
 def logged_steps(smoke_dir: Path, steps: int) -> dict[int, dict]:

@@ -1,16 +1,15 @@
-"""``prover_verl.cpu.smoke``: the cache of the tiny models and data a ``--cpu-smoke`` builds, keyed by every setting
-that shapes them, with a stand-in recipe (a bash script that writes its settings) instead of verl."""
+"""``prover_verl.cpu.smoke.run_smoke`` with a stand-in recipe (a bash script that writes its settings) instead of
+verl: the asset cache shares a build between runs of the same settings only, and a run's processes end with it."""
 
 from __future__ import annotations
 
-import re
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from prover_verl.cpu import smoke
-
-ROOT = Path(__file__).resolve().parents[2]
 
 # A recipe's layout (recipes/<env>/run.sh sourcing recipes/common.sh, which sources cpu_smoke.sh) whose smoke
 # builds only what is missing, as recipes/cpu_smoke.sh does, writes the settings into what it builds, and counts
@@ -84,37 +83,38 @@ def test_a_failed_run_or_a_smoke_dir_with_its_own_model_stores_nothing(tmp_path,
         smoke.run_smoke(recipe, tmp_path / "x", 2, assets=other, asset_cache=cache)
 
 
-def test_the_key_changes_with_every_setting_and_source_that_shapes_the_build(tmp_path):
-    sources = tmp_path / "src"
-    (sources / "__pycache__").mkdir(parents=True)
-    (sources / "imitate.py").write_text("STEPS = 600\n")
-    base = {name: "1" for name in smoke.ASSET_VARIABLES}
-    key = smoke.asset_key("webshop", base, [sources])
-    assert key == smoke.asset_key("webshop", dict(base), [sources])
-    assert smoke.asset_key("alfworld", base, [sources]) != key
-    for name in smoke.ASSET_VARIABLES:
-        assert smoke.asset_key("webshop", {**base, name: "2"}, [sources]) != key, name
-        unset = {k: v for k, v in base.items() if k != name}
-        assert smoke.asset_key("webshop", unset, [sources]) != key, f"{name} unset reads as set"
-    # the run's own settings and where it runs do not shape the build
-    run_only = {"SMOKE_JUDGE": "policy", "SMOKE_K": "4", "SMOKE_LR": "1", "SMOKE_DIR": "/x", "SMOKE_STEPS": "3"}
-    assert smoke.asset_key("webshop", {**base, **run_only}, [sources]) == key
-    (sources / "__pycache__" / "imitate.cpython-311.pyc").write_bytes(b"\0")
-    assert smoke.asset_key("webshop", base, [sources]) == key
-    (sources / "imitate.py").write_text("STEPS = 601\n")
-    assert smoke.asset_key("webshop", base, [sources]) != key
-    with pytest.raises(FileNotFoundError, match="missing"):
-        smoke.asset_key("webshop", base, [tmp_path / "missing"])
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for its new parent to reap it has ended)."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
-def test_the_key_covers_every_variable_that_cpu_smoke_sh_builds_with():
-    """The variables that the build section of recipes/cpu_smoke.sh (tiny model, data, imitation) reads are all in
-    the key, but for the ones it derives from the smoke dir and the recipe's env."""
-    script = (ROOT / "recipes" / "cpu_smoke.sh").read_text()
-    build = script[script.index("MODEL_PATH=$SMOKE_DIR/model") : script.index("export VERL_PLATFORM")]
-    read = set(re.findall(r"\$\{?([A-Z_]+)", build))
-    derived = {"SMOKE_DIR", "MODEL_PATH", "DATA_DIR", "CORPUS_ARGS", "ENV_NAME"}
-    assert read - derived <= set(smoke.ASSET_VARIABLES), read - derived - set(smoke.ASSET_VARIABLES)
-    assert {"SMOKE_ARCH", "SMOKE_IMITATE", "ENV_KWARGS", "SEED"} <= read  # the section was found
-    roots = smoke.source_roots(ROOT / "recipes" / "webshop" / "run_prover_qwen3.5_2b.sh")
-    assert {ROOT / "recipes" / "cpu_smoke.sh", ROOT / "recipes" / "common.sh", ROOT / "envs"} <= set(roots)
+# a child that leaves the recipe's process group, as Ray's driver does (os.setpgrp), and outlives the recipe
+LINGER = """python3 - "$SMOKE_DIR/child.pid" <<'PY' &
+import os, sys, time
+os.setpgrp()
+open(sys.argv[1], "w").write(str(os.getpid()))
+time.sleep(120)
+PY
+while [ ! -s "$SMOKE_DIR/child.pid" ]; do sleep 0.05; done
+"""
+
+
+@pytest.mark.parametrize("outcome", ["timeout", "exit"])
+def test_the_runs_processes_end_with_it(tmp_path, recipe, outcome):
+    """A run that times out, or exits, leaves none of its processes behind, even one outside its process group."""
+    (recipe.parent.parent / "cpu_smoke.sh").write_text(LINGER + ("sleep 120\n" if outcome == "timeout" else ""))
+    start = time.monotonic()
+    if outcome == "timeout":
+        with pytest.raises(subprocess.TimeoutExpired):
+            smoke.run_smoke(recipe, tmp_path / "run", 2, timeout_s=3)
+    else:
+        smoke.run_smoke(recipe, tmp_path / "run", 2)
+    child = int((tmp_path / "run" / "child.pid").read_text())
+    deadline = time.monotonic() + 5
+    while alive(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(child), "the run's child outlived it"
+    assert time.monotonic() - start < 30
