@@ -30,6 +30,8 @@ class Protocol:
         system_prompt: The LLM's system prompt; None: the env spec's; ``""``: no system message.
         stop: Strings that end each generation (kept in the reply), e.g. a closing tag the harness stops at.
         strip_thoughts: ``<think>...</think>`` blocks are removed from a reply before the env parses it.
+        strip_observations: Observations lose their leading and trailing whitespace in the prompt (else they are
+            sent as the env gives them, e.g. Search-R1's blank lines around ``<information>``).
     """
 
     summary: str
@@ -37,6 +39,7 @@ class Protocol:
     system_prompt: str | None = None
     stop: tuple[str, ...] = ()
     strip_thoughts: bool = True
+    strip_observations: bool = True
 
 
 def protocols(env_name: str) -> Mapping[str, Protocol] | None:

@@ -69,6 +69,7 @@ PROTOCOLS: dict[str, Protocol] = {
         system_prompt="",
         stop=("</search>", "</answer>"),
         strip_thoughts=False,
+        strip_observations=False,
     ),
     "verl_agent": Protocol(
         summary="verl-agent / GiGPO (env_package/search, prompts/search.py, examples/*/run_search*.sh)",
@@ -84,6 +85,7 @@ PROTOCOLS: dict[str, Protocol] = {
         },
         system_prompt="",
         strip_thoughts=False,
+        strip_observations=False,
     ),
 }
 

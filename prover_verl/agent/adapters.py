@@ -28,6 +28,7 @@ class PromptAdapter:
         max_obs_chars: Observations are cut to this many characters (keeps the context bounded).
         stop: Strings that end a generation, kept in the reply (the protocol's); empty: none.
         strip_thoughts: ``<think>...</think>`` blocks are removed before the reply is parsed.
+        strip_observations: Observations lose their surrounding whitespace (else they are sent verbatim).
 
     An empty ``system`` means no system message.
     """
@@ -39,6 +40,7 @@ class PromptAdapter:
     max_obs_chars: int = 2000
     stop: tuple[str, ...] = ()
     strip_thoughts: bool = True
+    strip_observations: bool = True
 
     def sampling_params(self) -> dict[str, Any]:
         """What the protocol adds to each generation's sampling params (vLLM's ``stop`` strings, kept in the output)."""
@@ -51,7 +53,7 @@ class PromptAdapter:
 
     def observation_message(self, observation: str, info: dict[str, Any]) -> str:
         """The user message carrying an observation (and the admissible actions, where shown)."""
-        text = observation.strip()
+        text = observation.strip() if self.strip_observations else observation
         if len(text) > self.max_obs_chars:
             text = text[: self.max_obs_chars] + " ...[truncated]"
         actions = info.get("admissible_actions")
@@ -95,4 +97,5 @@ def make_adapter(
         max_obs_chars=max_obs_chars,
         stop=chosen.stop if chosen is not None else (),
         strip_thoughts=chosen.strip_thoughts if chosen is not None else True,
+        strip_observations=chosen.strip_observations if chosen is not None else True,
     )

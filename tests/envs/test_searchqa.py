@@ -83,6 +83,19 @@ def test_normalisation_and_exact_match():
     assert exact_match("anything", []) == 0.0
 
 
+def test_normalisation_strips_unicode_punctuation_unless_asked_for_ascii():
+    # before, only ASCII punctuation went: a gold "。" stayed non-empty, so it was accepted and matched "。"
+    assert normalize_answer("。") == "" and normalize_answer("“The” — Paris。") == "paris"
+    assert normalize_answer("l’Étoile, ¿sí?") == "létoile sí"
+    assert normalize_answer("$1+1=2") == "112"  # ASCII symbols, not Unicode punctuation, still go
+    assert exact_match("Paris。", ["“Paris”"]) == 1.0 and f1_score("Don’t Stop", ["dont stop"]) == 1.0
+    # Search-R1's and verl-agent's rule, for their protocols
+    assert normalize_answer("“Paris”。", "ascii") == "“paris”。"
+    assert exact_match("Paris。", ["Paris"], "ascii") == 0.0
+    with pytest.raises(ValueError, match="unknown answer normalization 'latin'; known: unicode, ascii"):
+        normalize_answer("x", "latin")
+
+
 def test_token_f1_values():
     # pred {big, red, dog} vs gold {red, dog, barks}: 2 common, p = r = 2/3
     assert f1_score("the big red dog", ["red dog barks"]) == pytest.approx(2 / 3, abs=1e-12)
