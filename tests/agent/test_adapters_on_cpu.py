@@ -51,7 +51,7 @@ def test_unknown_protocols_fail_naming_the_known_ones():
 @pytest.mark.parametrize("reply", ["<think>" * 149796, "<action>" * 131072, "<action>a</action>" * 58254])
 def test_a_megabyte_reply_parses_within_a_second(reply):
     adapter = make_adapter("keydoor")  # a tagged-action env: thoughts stripped, the last <action> taken
-    start = time.perf_counter()
+    start = time.process_time()
     adapter.parse_action(reply)
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 1.0
     assert adapter.parse_action("<think>a</think> x <action>left</action><action> right </action>") == "right"

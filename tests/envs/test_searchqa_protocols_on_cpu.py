@@ -241,10 +241,10 @@ def test_the_adapter_speaks_the_protocol():
     ids=["search", "answer", "both", "think", "unclosed", "long-query", "long-answer", "many"],
 )
 def test_a_megabyte_reply_of_any_shape_steps_within_a_second(protocol, reply):
-    # before: 64 KB of "<search>" took ~4 s to parse, 1 MB never returned
+    # before: 64 KB of "<search>" took ~4 s to parse, 1 MB never returned (CPU time: others load this machine too)
     env = make_env(protocol)
     env.reset(options={"task_id": TASK})
     adapter = make_adapter("searchqa", env_kwargs={"protocol": protocol})
-    start = time.perf_counter()
+    start = time.process_time()
     env.step(adapter.parse_action(reply))
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 1.0
