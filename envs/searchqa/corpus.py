@@ -4,8 +4,12 @@ Accepted formats:
 
 * corpus: JSONL, one passage a line, with ``id`` and either ``title`` plus ``text``/``contents``, or ``contents``
   alone, where ``"Title"\\ntext`` (the Search-R1 wiki-18 layout) gives the title as its first line;
-* questions: JSONL or parquet rows with ``question`` and the gold answers in ``golden_answers`` (FlashRAG /
-  Search-R1), ``answers``, ``answer`` or ``reward_model.ground_truth.target`` (Search-R1's processed parquet);
+* questions: JSONL or parquet rows with the question in ``question`` (FlashRAG / Search-R1) or, where the row has
+  none, in ``extra_info.question`` (verl-agent's processed Search-R1 parquet), and the gold answers in
+  ``golden_answers`` (FlashRAG / Search-R1), ``answers``, ``answer``, ``reward_model.ground_truth.target``
+  (Search-R1's and verl-agent's processed parquet) or ``extra_info.tools_kwargs.search.create_kwargs.ground_truth``;
+  a gold answer that normalises to nothing (``"The"``, ``"."``) is dropped with a warning, and a row left with no
+  gold answer fails;
 * index: a Lucene directory; without a corpus, passage text comes from the index's stored ``raw`` or ``contents``.
 """
 
@@ -14,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import math
 import os
 from pathlib import Path
@@ -29,6 +34,7 @@ DEFAULT_QUESTIONS = DATA_DIR / "questions"
 # Bump when what goes into a cached index changes, so that old caches are not reused.
 INDEX_FORMAT = "searchqa-bm25-v2"
 _GOLD_KEYS = ("golden_answers", "answers", "answer")
+logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,32 +170,55 @@ def _strings(value: Any) -> list[str] | None:
     return None
 
 
+def _mapping(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
 def _golds(row: dict) -> list[str] | None:
     for key in _GOLD_KEYS:
         if row.get(key) is not None:
             return _strings(row[key])
-    truth = (row.get("reward_model") or {}).get("ground_truth")
-    if isinstance(truth, dict) and truth.get("target") is not None:
-        return _strings(truth["target"])
+    create = _mapping(_mapping(_mapping(row.get("extra_info")).get("tools_kwargs")).get("search")).get("create_kwargs")
+    for truth in (_mapping(row.get("reward_model")).get("ground_truth"), _mapping(create).get("ground_truth")):
+        if isinstance(truth, dict) and truth.get("target") is not None:
+            return _strings(truth["target"])
+        if truth is not None and _strings(truth) is not None:
+            return _strings(truth)
     return None
 
 
-def _question(row: Any, where: str, default_source: str, index: int) -> Question:
-    if not isinstance(row, dict) or not isinstance(row.get("question"), str) or not row["question"].strip():
-        raise ValueError(f"{where}: a question row needs a non-empty string 'question'")
+def _question_text(row: Any) -> str | None:
+    """The row's question: its own ``question``, else ``extra_info.question`` (verl-agent keeps it only there)."""
+    if not isinstance(row, dict):
+        return None
+    for text in (row.get("question"), _mapping(row.get("extra_info")).get("question")):
+        if isinstance(text, str) and text.strip():
+            return text.strip()
+    return None
+
+
+def _question(row: Any, where: str, default_source: str, index: int, dropped: list[str]) -> Question:
+    text = _question_text(row)
+    if text is None:
+        raise ValueError(f"{where}: a question row needs a non-empty string 'question' (or 'extra_info.question')")
     golds = [g.strip() for g in (_golds(row) or []) if g.strip()]
     if not golds:
         raise ValueError(f"{where}: no gold answers (expected a list of strings in one of {_GOLD_KEYS})")
-    for gold in golds:
-        if not normalize_answer(gold):  # EM would then match any answer that normalises to empty too ("a", ".")
-            raise ValueError(f"{where}: gold answer {gold!r} is empty once normalised (articles and punctuation)")
+    # a gold answer that normalises to nothing would match every answer that does too ("a", "."): dropped; the
+    # Unicode rule strips a superset of the ASCII one, so no protocol's normalisation can leave one empty
+    kept = [gold for gold in golds if normalize_answer(gold, "unicode")]
+    dropped.extend(f"{where}: {gold!r}" for gold in golds if gold not in kept)
+    if not kept:
+        raise ValueError(
+            f"{where}: every gold answer ({golds}) is empty once normalised (articles and punctuation removed)"
+        )
     qid = row.get("id")
     if qid is None:
         qid = (row.get("extra_info") or {}).get("index", index)
     meta = row.get("metadata")
     queries = _strings(meta.get("expert_queries")) if isinstance(meta, dict) and "expert_queries" in meta else None
     source = row.get("data_source") or default_source
-    return Question(str(qid), row["question"].strip(), tuple(golds), str(source), tuple(queries or ()))
+    return Question(str(qid), text, tuple(kept), str(source), tuple(queries or ()))
 
 
 def load_questions(path: str | os.PathLike, split: str) -> list[Question]:
@@ -204,7 +233,16 @@ def load_questions(path: str | os.PathLike, split: str) -> list[Question]:
         ValueError: a malformed row, ids that are not unique, or no questions.
     """
     path = resolve_questions(path, split)
-    questions = [_question(row, where, path.parent.name, i) for i, (where, row) in enumerate(_rows(path))]
+    dropped: list[str] = []
+    questions = [_question(row, where, path.parent.name, i, dropped) for i, (where, row) in enumerate(_rows(path))]
+    if dropped:
+        logger.warning(
+            "Search-QA: dropped %d gold answers that are empty once normalised (their rows keep their other gold "
+            "answers): %s%s",
+            len(dropped),
+            "; ".join(dropped[:5]),
+            " ..." if len(dropped) > 5 else "",
+        )
     if not questions:
         raise ValueError(f"questions file {path} holds no questions")
     if len({q.qid for q in questions}) < len(questions):

@@ -318,3 +318,11 @@ def test_each_ablation_flag_sets_its_config_key():
     assert wrong.returncode == 2 and "ablation flags need the ProVer recipe" in wrong.stderr
     typo = method_args("prover", "--judgeonly")
     assert typo.returncode == 2 and "unknown recipe flag --judgeonly" in typo.stderr
+
+
+def test_search_qa_recipes_name_their_protocol(tmp_path, data_dir):
+    # Search-R1's published setting: its prompt, parsing and observations, 4 searching turns and one to answer
+    config = dry_run("searchqa/run_grpo_qwen3.5_2b.sh", tmp_path, data_dir)
+    assert config["env"]["kwargs"] == {"protocol": "search_r1"} and config["env"]["max_turns"] == 5
+    out = run_recipe("searchqa/run_grpo_qwen3.5_2b.sh", tmp_path, "--dry-run", ENV_KWARGS='{"protocol": "default"}')
+    assert out.returncode != 0 and "ENV_KWARGS protocol='default' and PROTOCOL='search_r1' disagree" in out.stderr
