@@ -99,13 +99,18 @@ class RetrievalService:
         self.retriever, self.topk, self.threads, self.chunk = retriever, topk, threads, chunk
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="searchqa-search")
 
-    async def reply(self, request: Any) -> AsyncIterator[bytes]:
+    def reply(self, request: Any) -> AsyncIterator[bytes]:
         """The reply's bytes, chunk by chunk, with at most :attr:`threads` chunks searched or waiting to be sent.
+        Nothing is yielded before the first chunk is searched, so a failing search fails the request as a whole
+        where it can (always for requests of at most ``chunk`` queries, an env worker's).
 
         Raises:
-            ValueError: a malformed request (before anything is yielded).
+            ValueError: a malformed request (at once, before any search).
         """
         queries, topk, scores = parse_request(request, self.topk)
+        return self._stream(queries, topk, scores)
+
+    async def _stream(self, queries: list[str], topk: int, scores: bool) -> AsyncIterator[bytes]:
         loop = asyncio.get_running_loop()
         starts = iter(range(0, len(queries), self.chunk))
         pending: collections.deque[asyncio.Future] = collections.deque()
@@ -118,19 +123,17 @@ class RetrievalService:
 
         for _ in range(self.threads):
             submit()
-        yield b'{"result": ['
-        sep = b""
+        opening = b'{"result": ['
         try:
             while pending:
                 hits = await pending.popleft()
                 submit()
-                if hits:
-                    yield sep + json.dumps(hits)[1:-1].encode()
-                    sep = b", "
-        finally:  # a client gone mid-reply: searches not started yet are dropped
+                yield opening + json.dumps(hits)[1:-1].encode()
+                opening = b", "
+        finally:  # a client gone mid-reply, or a failed search: searches not started yet are dropped
             for future in pending:
                 future.cancel()
-        yield b"]}"
+        yield (b"" if opening == b", " else opening) + b"]}"  # the opening too where there were no queries
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
@@ -143,11 +146,13 @@ def make_app(service: RetrievalService) -> FastAPI:
     @app.post("/retrieve")
     async def retrieve_endpoint(request: Request):
         try:
-            body = json.loads(await request.body())
-            stream = service.reply(body)
-            first = await anext(stream)  # parses the request: a malformed one is refused before the reply starts
+            stream = service.reply(json.loads(await request.body()))
         except (ValueError, UnicodeDecodeError) as err:  # json.JSONDecodeError is a ValueError
             return JSONResponse({"error": str(err)}, status_code=400)
+        try:
+            first = await anext(stream)  # the first chunk searched: its failure is the request's, a 500
+        except Exception as err:  # noqa: BLE001 (whatever the search raised, Java's included, is the reply)
+            return JSONResponse({"error": f"search failed: {type(err).__name__}: {err}"}, status_code=500)
 
         async def rest() -> AsyncIterator[bytes]:
             yield first

@@ -9,6 +9,7 @@ BM25 index is pyserini's ``JsonCollection`` with ``DefaultLuceneDocumentGenerato
 its server looks each hit up in the wiki-18 corpus by id.
 """
 
+import asyncio
 import gc
 import json
 import re
@@ -16,7 +17,6 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -103,7 +103,7 @@ def test_search_r1_trainer_request_gets_a_full_answer_from_our_server_on_its_own
     assert store.is_store(corpus.passage_store_dir(data["corpus"], data["index"], tmp_path))  # built once, cached
 
 
-def test_reply_streams_with_at_most_threads_x_chunk_queries_in_flight(search_r1_data):
+def test_reply_streams_with_at_most_threads_x_chunk_queries_in_flight():
     searched = []
 
     class Counting:
@@ -113,23 +113,38 @@ def test_reply_streams_with_at_most_threads_x_chunk_queries_in_flight(search_r1_
 
     service = RetrievalService(Counting(), topk=3, threads=2, chunk=4)
 
-    async def read():
+    async def read(request):
         parts, searched_at_first = [], None
-        async for part in service.reply({"queries": [f"q{i}" for i in range(50)], "return_scores": True}):
+        async for part in service.reply(request):
             parts.append(part)
-            if searched_at_first is None and len(parts) == 2:
-                time.sleep(0.2)  # let the pool run ahead if it could
+            if searched_at_first is None:
+                await asyncio.sleep(0.2)  # let the pool run ahead if it could
                 searched_at_first = len(searched)
         return b"".join(parts), searched_at_first
 
-    import asyncio
-
-    body, searched_at_first = asyncio.run(read())
-    service.close()
-    # the first chunk sent, the pool had at most 2 chunks of 4 queries beyond it in hand
+    body, searched_at_first = asyncio.run(read({"queries": [f"q{i}" for i in range(50)], "return_scores": True}))
+    # the first chunk sent, the pool had at most 2 more chunks of 4 queries in hand, not the other 46 queries
     assert searched_at_first <= 4 + 2 * 4
     result = json.loads(body)["result"]
     assert [hits[0]["document"]["contents"] for hits in result] == [f"q{i}" for i in range(50)]
+    assert json.loads(asyncio.run(read({"queries": []}))[0]) == {"result": []}
+    service.close()
+
+
+def test_a_failing_search_is_a_500_naming_the_error_and_a_malformed_request_a_400():
+    class Failing:
+        def documents(self, query, k):
+            raise OSError("index unreadable")
+
+    running = serve_in_thread(Failing())
+    try:
+        reply = requests.post(running.url, json={"queries": ["river"]})
+        assert reply.status_code == 500 and "OSError: index unreadable" in reply.json()["error"]
+        for bad in ({"queries": "river"}, {"queries": ["a"], "topk": 1001}, {"queries": ["a"], "return_scores": 1}):
+            reply = requests.post(running.url, json=bad)
+            assert reply.status_code == 400, bad
+    finally:
+        running.close()
 
 
 def jvm_threads() -> int:
@@ -219,10 +234,10 @@ def test_big_question_files_are_read_by_task_id_from_a_shared_store(tmp_path, mo
     expected = corpus.load_questions(path, "train")
     monkeypatch.setattr(corpus, "QUESTIONS_IN_MEMORY_BYTES", 1024, raising=False)
     gc.collect()
-    before = sum(isinstance(o, corpus.Question) for o in gc.get_objects())
+    before = sum(type(o) is corpus.Question for o in gc.get_objects())
     env = SearchQAEnv(questions_path=path, cache_dir=tmp_path / "cache")
     gc.collect()
-    held = sum(isinstance(o, corpus.Question) for o in gc.get_objects()) - before
+    held = sum(type(o) is corpus.Question for o in gc.get_objects()) - before
     assert held < 10, f"the env holds {held} Question objects: the question set, parsed in this process"
     assert env.task_ids()[:3] == ["q0", "q1", "q2"] and len(env.task_ids()) == 2000
     assert env.question("q7") == expected[7] and env.has_task("q1999") and not env.has_task("q2000")
