@@ -153,6 +153,8 @@ def jvm_threads() -> int:
     return autoclass("java.lang.management.ManagementFactory").getThreadMXBean().getThreadCount()
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(60)
 def test_threads_attached_to_the_jvm_stay_the_pools_over_many_requests(search_r1_data, tmp_path):
     retriever = corpus.open_retriever(cache_dir=tmp_path)
     running = serve_in_thread(retriever, threads=3)
