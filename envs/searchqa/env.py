@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from envs import protocol as protocols
@@ -27,7 +28,7 @@ from envs.searchqa.corpus import (
     DEFAULT_QUESTIONS,
     Question,
     Retriever,
-    load_questions,
+    open_questions,
     open_retriever,
     resolve_questions,
 )
@@ -115,10 +116,9 @@ class SearchQAEnv(TextEnv):
         self.split = split
         # the questions first: a split or file typo must fail in seconds, not after the corpus is indexed
         qfile = resolve_questions(questions_path if questions_path is not None else DEFAULT_QUESTIONS, split)
-        key = ("searchqa questions", abs_path(qfile))
-        questions = load_once(key, lambda: load_questions(qfile, split), (qfile,))
+        # by task id: a big file's questions are read from a store shared by the node's env processes
+        self._questions: Mapping[str, Question] = open_questions(qfile, split, cache_dir)
         self.questions_file = qfile
-        self._questions: dict[str, Question] = {q.qid: q for q in questions}
         if retriever_url is not None:
             if corpus_path is not None or index_dir is not None:
                 raise ValueError("give either retriever_url or corpus_path/index_dir, not both")
