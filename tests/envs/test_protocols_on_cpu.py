@@ -14,6 +14,7 @@ from envs._verl_agent import history_text, project_action
 from envs.alfworld import protocol as alf_protocol
 from envs.alfworld.env import AlfWorldEnv
 from envs.alfworld.games import SHIPPED_DATA
+from envs.webshop import catalog
 from envs.webshop import protocol as ws_protocol
 from envs.webshop.env import WebShopEnv, parse_action_original, split_goal_ids
 from tests.envs.test_webshop import raw_product, write_catalog
@@ -328,3 +329,11 @@ def test_a_1mb_action_of_any_shape_returns_within_a_second_alfworld(protocol):
         obs, *_ = env.step(action)
         assert time.perf_counter() - start < 1.0, shape
         assert obs == "Nothing happens.", shape
+
+
+def test_a_store_of_other_goals_than_the_protocol_plays_is_refused(shop, tmp_path):
+    root, _ = shop
+    store_dir = catalog.prepare(catalog.resolve_sources(root), tmp_path / "store")  # human goals
+    assert WebShopEnv(store_dir=store_dir, protocol="original").protocol == "original"
+    with pytest.raises(ValueError, match="holds human goals, but protocol 'verl_agent' plays synthetic goals"):
+        WebShopEnv(store_dir=store_dir, protocol="verl_agent")
