@@ -100,6 +100,7 @@ def test_env_kwargs_json_reaches_the_env_config(tmp_path, data_dir):
     assert dry_run("webshop/run_grpo_qwen3.5_2b.sh", tmp_path, data_dir)["env"]["kwargs"] == {"protocol": "default"}
 
 
+@pytest.mark.slow
 def test_recipes_name_their_protocol_and_it_can_be_chosen(tmp_path, data_dir):
     config = dry_run("alfworld/run_grpo_qwen3.5_2b.sh", tmp_path, data_dir, PROTOCOL="verl_agent")
     assert config["env"]["kwargs"] == {"protocol": "verl_agent"}
