@@ -332,6 +332,13 @@ def iter_json_array(path: Path, what: str) -> Iterator[tuple[int, Any]]:
     Raises:
         ValueError: not a JSON list, or malformed (the message names the file and the element).
     """
+    try:
+        yield from _iter_json_array(path, what)
+    except UnicodeDecodeError as err:  # read in chunks: the codec's message names neither the file nor the place
+        raise ValueError(f"{what} file {path} is not valid JSON: it is not UTF-8 text ({err.reason})") from None
+
+
+def _iter_json_array(path: Path, what: str) -> Iterator[tuple[int, Any]]:
     decoder = json.JSONDecoder()
     with open(path, encoding="utf-8") as f:
         buf, pos, eof, i, expect = "", 0, False, 0, "["  # expect: "[", "first" element or "]", ",", "element"

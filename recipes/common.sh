@@ -24,6 +24,16 @@ set -euo pipefail
 MODEL_PATH=${MODEL_PATH:-Qwen/Qwen3.5-${MODEL_SIZE}}
 DATA_DIR=${DATA_DIR:-$HOME/data/prover/${ENV_NAME}}
 ENV_KWARGS=${ENV_KWARGS:-"{}"}
+# PROTOCOL: the env's named protocol (envs/<env>/protocol.py; the WebShop and ALFWorld recipes set theirs, see
+# docs/environments.md), added to ENV_KWARGS; make the data with the same one (python -m prover_verl.data --protocol).
+if [ -n "${PROTOCOL:-}" ]; then
+  ENV_KWARGS=$(python3 -c '
+import json, sys
+kwargs, name = json.loads(sys.argv[1]), sys.argv[2]
+if kwargs.setdefault("protocol", name) != name:
+    sys.exit("PROTOCOL=%s but ENV_KWARGS names protocol %r" % (name, kwargs["protocol"]))
+print(json.dumps(kwargs))' "$ENV_KWARGS" "$PROTOCOL") || exit 2
+fi
 TOTAL_STEPS=${TOTAL_STEPS:-150}
 PROJECT=${PROJECT:-prover}
 EXPERIMENT=${EXPERIMENT:-${ENV_NAME}_${ESTIMATOR}_qwen3.5_${MODEL_SIZE,,}}

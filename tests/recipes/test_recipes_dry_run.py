@@ -95,8 +95,19 @@ def test_dry_run_fails_when_the_attention_implementation_is_not_installed(tmp_pa
 def test_env_kwargs_json_reaches_the_env_config(tmp_path, data_dir):
     text = '{"data_dir": "/data/web shop", "num_products": 100, "human_goals": true}'
     config = dry_run("webshop/run_prover_qwen3.5_2b.sh", tmp_path, data_dir, ENV_KWARGS=text)
-    assert config["env"]["kwargs"] == {"data_dir": "/data/web shop", "num_products": 100, "human_goals": True}
-    assert dry_run("webshop/run_grpo_qwen3.5_2b.sh", tmp_path, data_dir)["env"]["kwargs"] == {}
+    expected = {"data_dir": "/data/web shop", "num_products": 100, "human_goals": True, "protocol": "default"}
+    assert config["env"]["kwargs"] == expected  # the recipe names its protocol
+    assert dry_run("webshop/run_grpo_qwen3.5_2b.sh", tmp_path, data_dir)["env"]["kwargs"] == {"protocol": "default"}
+
+
+@pytest.mark.slow
+def test_recipes_name_their_protocol_and_it_can_be_chosen(tmp_path, data_dir):
+    config = dry_run("alfworld/run_grpo_qwen3.5_2b.sh", tmp_path, data_dir, PROTOCOL="verl_agent")
+    assert config["env"]["kwargs"] == {"protocol": "verl_agent"}
+    out = run_recipe(
+        "webshop/run_grpo_qwen3.5_2b.sh", tmp_path, "--dry-run", PROTOCOL="verl_agent", ENV_KWARGS='{"protocol": "x"}'
+    )
+    assert out.returncode != 0 and "PROTOCOL=verl_agent but ENV_KWARGS names protocol 'x'" in out.stderr
 
 
 def test_eval_recipe_resolves_greedy_validation_of_each_checkpoint(tmp_path):
