@@ -37,6 +37,7 @@ COLUMNS = {
     "prover/judge_empty": "empty",
     "prover/judge_too_long": "too long",
     "prover/judge_error": "judge error",
+    "prover/judge_out_of_budget": "judge out of budget",
     "prover/verify_timeout": "verify timeout",
     "prover/verify_failed": "verify failed",
     "prover/verified_positive_rate": "verified positive rate",
@@ -44,6 +45,7 @@ COLUMNS = {
     "prover/mean_credit": "mean credit",
     "prover/verify_env_steps_frac": "verify env steps / rollout",
     "prover/judge_seconds": "judge s",
+    "prover/judge_tokens": "judge tokens",
     "prover/verify_seconds": "verify s",
 }
 OUTCOME_LABELS = {
@@ -54,6 +56,7 @@ OUTCOME_LABELS = {
     "empty": "empty",
     "too_long": "too long",
     "error": "judge error",
+    "out_of_budget": "judge out of budget",
     "verify_timeout": "verify timeout",
     "verify_failed": "verify failed",
     "verified_positive": "verified positive",
