@@ -33,6 +33,8 @@ async def step(prover):
     return result, time.monotonic() - started
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(60)  # ~5 s on 2 loaded cores (backoffs, a server's start)
 async def test_endpoint_down_at_start(down_url, caplog):
     prover = config(down_url)
     result, seconds = await step(prover)
@@ -42,6 +44,8 @@ async def test_endpoint_down_at_start(down_url, caplog):
     assert "unreachable after 2 attempts" in caplog.text and prover.judge.url in caplog.text
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(60)  # ~5 s on 2 loaded cores (backoffs, a server's start)
 async def test_endpoint_dies_mid_run(own_server, caplog):
     served = own_server([{"content": ANSWER}, {"die": True}])
     prover = config(served.url)
@@ -86,6 +90,8 @@ async def test_endpoint_answering_garbage(openai_server, caplog, garbage, status
     assert logged in caplog.text and "the group keeps GRPO" in caplog.text
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(60)  # ~5 s on 2 loaded cores (backoffs, a server's start)
 async def test_endpoint_rate_limiting(openai_server, caplog):
     # Retry-After 60 would hold each retry a minute; the deadline over the call bounds it
     result, seconds = await step(config(openai_server([{"status": 429, "headers": {"Retry-After": "60"}}]).url))
