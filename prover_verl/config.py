@@ -46,8 +46,9 @@ class JudgeConfig:
             shares the rollout replicas, where its request waits behind the step's own rollouts and
             continuations, so a wall-clock limit would count that queue, not an outage (and could not stop the
             request at the server); its answer is bounded by ``max_tokens``.
-        max_retries: Retries of a failed ``openai`` request, so one judge call can take up to
-            ``(max_retries + 1) * timeout_s``.
+        max_retries: Retries of a failed ``openai`` request (the OpenAI client's, after a backoff of 0.5, 1, 2, ...
+            up to 8 s, or the server's ``Retry-After``); a deadline of ``(max_retries + 1) * timeout_s``, those
+            backoffs and 1 s bounds the whole call, however slowly the server answers.
         accuracy: ``type=noisy`` only (an env that knows its pivot, e.g. ``keydoor``): the probability that it
             proposes the true pivotal turn, else a uniformly random turn.
         mode: ``oneshot`` (the pair in one prompt, cut to ``max_prompt_chars``) or ``agentic`` (``type=openai``

@@ -252,10 +252,8 @@ class AgenticJudge(Judge):
                     output, error = run_tool(view, tool_call, cfg.max_obs_chars)
                 else:
                     output, error = f"error: at most {CALLS_PER_REPLY} tool calls per reply are run", True
-                calls.append(
-                    {"call": call, "tool": tool_call.name, "arguments": tool_call.arguments, "result": output}
-                    | {"error": error}
-                )
+                record = {"call": call, "tool": tool_call.name, "arguments": tool_call.arguments, "result": output}
+                calls.append({**record, "error": error})
                 messages.append({"role": "tool", "tool_call_id": tool_call.id, "content": output})
             messages[-1]["content"] += _left(cfg.max_calls - call - 1, cfg.token_budget - spent)
         logger.warning(

@@ -62,11 +62,12 @@ def openai_server(shared_server):
 
 @pytest.fixture
 def own_server(tmp_path):
-    """``own_server(steps)``: a scripted server of the test's own (for a server that dies); killed at its end."""
+    """``own_server(steps)`` or ``own_server(policy="FILE.py:FUNCTION")``: a scripted server of the test's own (for
+    a server that dies, or one a policy answers); killed at its end."""
     started = []
 
-    def start(steps):
-        started.append(start_server(tmp_path / f"requests-{len(started)}.jsonl", script=steps))
+    def start(steps=None, policy=None):
+        started.append(start_server(tmp_path / f"requests-{len(started)}.jsonl", script=steps, policy=policy))
         return started[-1]
 
     yield start
