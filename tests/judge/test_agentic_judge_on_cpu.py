@@ -2,10 +2,13 @@
 
 import json
 import re
+from pathlib import Path
+
+import pytest
 
 from prover_verl.agent.episode import Conversation, Episode, PlayResult, TurnMark
 from prover_verl.config import JudgeConfig, ProverConfig
-from prover_verl.eval.group_log import group_record
+from prover_verl.eval.group_log import group_record, read_groups
 from prover_verl.inspect import _judge as render_judge
 from prover_verl.judge import Trajectory, make_judge
 from prover_verl.judge.agentic import AgenticJudge
@@ -167,3 +170,26 @@ def _episode(traj):
     mask = [0, 1, 1] * traj.num_turns
     result = PlayResult(traj.success, float(traj.success), 3, 6, list(traj.actions), marks, "terminated")
     return Episode(traj.traj_id, TASK, Conversation([], list(range(len(mask))), 0, mask), result)
+
+
+READER = f"{Path(__file__).resolve().parents[2] / 'benchmarks' / 'judge_agentic.py'}:reader_policy"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)  # ~5 s on 2 loaded cores (a server process of its own)
+async def test_the_agent_loop_runs_the_agentic_judge_from_its_config(
+    play_group, make_config, scripted_server, own_server, tmp_path
+):
+    # verl's agent loop, as the trainer builds it (config -> select_judge -> group step -> group log), with the
+    # benchmark's scripted reader answering through tool calls
+    served = own_server(policy=READER)
+    config = make_config(k=2, log_dir=str(tmp_path))
+    config.algorithm.prover.judge = {"type": "openai", "url": served.url, "model": "judge", "api_key_env": None}
+    config.algorithm.prover.judge.mode = "agentic"
+    await play_group(config, scripted_server(), uid="g1", env="pivotroad")
+    ((record,), bad) = read_groups(tmp_path)
+    judge = record["judge"]
+    assert bad == 0 and judge["status"] == "ok" and judge["tokens"] > 0
+    assert [c["tool"] for c in judge["tool_calls"]] == ["read_turns"] and not judge["tool_calls"][0]["error"]
+    assert len(served.requests()) == 2 and all(r["tools"] for r in served.requests())
+    assert record["stats"]["judge_tokens"] == judge["tokens"] and record["segments"]  # then verified as usual
