@@ -1,7 +1,7 @@
 """Segment proposal: judges that point at the turns most likely behind a group's divergent outcomes.
 
 Importing the package registers the built-in judges (``policy``, ``openai``, ``heuristic``, ``noisy``) in
-:mod:`prover_verl.judge.registry`.
+:mod:`prover_verl.judge.registry`; ``openai`` with ``judge.mode=agentic`` is :mod:`prover_verl.judge.agentic`.
 """
 
 from prover_verl.judge import llm as _llm  # noqa: F401  (registers policy and openai)
