@@ -55,6 +55,7 @@ class TrainConfig:
         steps: Optimizer steps.
         batch_size: Examples per step.
         lr: Peak AdamW learning rate (linear warm-up over the first 5 % of steps, then cosine to a tenth).
+        prompt_weight: Weight of the auxiliary language-model loss on the prompt's tokens (:func:`answer_loss`).
         seed: Seeds the model's initialisation, the example draws and their prompts' order and nonce.
     """
 
@@ -64,6 +65,7 @@ class TrainConfig:
     steps: int = 600
     batch_size: int = 8
     lr: float = 3e-3
+    prompt_weight: float = 0.5
     seed: int = 0
 
 
@@ -83,22 +85,32 @@ def build_model(pairs: Sequence[Pair], vocab_size: int, sizes: dict[str, int], s
     return model, tokenizer
 
 
-def answer_loss(model, tokenizer, batch: Sequence[tuple[list[int], list[int]]]) -> torch.Tensor:
-    """Mean negative log-likelihood of the labelled (answer) tokens of ``batch``.
+def answer_loss(model, tokenizer, batch: Sequence[tuple[list[int], list[int]]], prompt_weight: float = 0.0):
+    """Mean negative log-likelihood of the labelled (answer) tokens of ``batch``, plus ``prompt_weight`` times that
+    of the other tokens (the prompt).
 
-    Sequences are padded on the right and run without an attention mask: attention is causal, so no real token
-    sees the padding after it, and the masked path (which costs about twice as much on CPU) is not taken. The
-    language-model head runs only where a label is (a few dozen positions, not the prompt's thousand).
+    The prompt term is an auxiliary language-model loss: a pair's two trajectories repeat much of each other's
+    text, and predicting it teaches the model to copy from earlier in its context, which naming the pivot needs
+    (with the answer's loss alone the tiny model answered a constant label and turn after 300 steps). Sequences
+    are padded on the right and run without an attention mask: attention is causal, so no real token sees the
+    padding after it, and the masked path (about twice the cost on CPU) is not taken. With ``prompt_weight`` 0 the
+    language-model head runs only where a label is.
     """
     width = max(len(ids) for ids, _ in batch)
     pad = tokenizer.pad_token_id
     ids = torch.tensor([i + [pad] * (width - len(i)) for i, _ in batch])
     labels = torch.tensor([lab + [-100] * (width - len(lab)) for _, lab in batch])
+    lengths = torch.tensor([len(i) for i, _ in batch])
     target = labels[:, 1:]
-    rows, cols = torch.nonzero(target != -100, as_tuple=True)
     hidden = model.model(input_ids=ids).last_hidden_state[:, :-1]
-    logits = model.lm_head(hidden[rows, cols]).float()
-    return torch.nn.functional.cross_entropy(logits, target[rows, cols])
+    rows, cols = torch.nonzero(target != -100, as_tuple=True)
+    loss = torch.nn.functional.cross_entropy(model.lm_head(hidden[rows, cols]).float(), target[rows, cols])
+    if prompt_weight:
+        in_prompt = (target == -100) & (torch.arange(width - 1)[None] < (lengths[:, None] - 1))
+        rows, cols = torch.nonzero(in_prompt, as_tuple=True)
+        logits = model.lm_head(hidden[rows, cols]).float()
+        loss = loss + prompt_weight * torch.nn.functional.cross_entropy(logits, ids[:, 1:][rows, cols])
+    return loss
 
 
 def train_judge(model, tokenizer, pairs: Sequence[Pair], config: TrainConfig, log_every: int = 50) -> dict[str, Any]:
@@ -126,7 +138,7 @@ def train_judge(model, tokenizer, pairs: Sequence[Pair], config: TrainConfig, lo
                 skipped += 1
                 continue
             batch.append(encode_example(tokenizer, *rendered))
-        loss = answer_loss(model, tokenizer, batch)
+        loss = answer_loss(model, tokenizer, batch, config.prompt_weight)
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -197,6 +209,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--prompt-weight", type=float, default=0.5, help="auxiliary loss on the prompt's tokens")
     parser.add_argument("--hidden-size", type=int, default=64, help="the tiny model's is 64")
     parser.add_argument("--layers", type=int, default=2, help="the tiny model's is 2")
     parser.add_argument("--vocab-size", type=int, default=1024)
@@ -206,7 +219,14 @@ def main(argv: list[str] | None = None) -> None:
     env_kwargs = json.loads(args.env_kwargs)
     budgets = tuple(None if b == "none" else int(b) for b in args.budgets.split(","))
     config = TrainConfig(
-        segment_side_of(args.segment_side), budgets, args.max_obs_chars, args.steps, args.batch_size, args.lr, args.seed
+        segment_side_of(args.segment_side),
+        budgets,
+        args.max_obs_chars,
+        args.steps,
+        args.batch_size,
+        args.lr,
+        args.prompt_weight,
+        args.seed,
     )
     spec = envs.spec(args.env)
     started = time.perf_counter()
@@ -241,6 +261,7 @@ def main(argv: list[str] | None = None) -> None:
             "steps": config.steps,
             "batch_size": config.batch_size,
             "lr": config.lr,
+            "prompt_weight": config.prompt_weight,
             "seconds": round(train_seconds, 1),
             **training,
         },

@@ -150,13 +150,14 @@ def test_answer_loss_is_the_answer_tokens_nll(keydoor_pairs):
     rng = random.Random(0)
     batch = [encode_example(tokenizer, *render_example(p, SegmentSide.SUCCESS, rng, 600, None)) for p in pairs]
     assert len({len(ids) for ids, _ in batch}) > 1  # padding is exercised
-    nll, count = 0.0, 0
+    answer, prompt = [], []
     for ids, labels in batch:  # each sequence alone, unpadded, with the full logits
         log_p = torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0, :-1].float(), -1)
-        for pos, label in enumerate(labels[1:]):
-            if label != -100:
-                nll, count = nll - log_p[pos, label], count + 1
-    torch.testing.assert_close(answer_loss(model, tokenizer, batch), nll / count)
+        for pos, (token, label) in enumerate(zip(ids[1:], labels[1:], strict=True)):
+            (prompt if label == -100 else answer).append(-log_p[pos, token])
+    answer_nll, prompt_nll = torch.stack(answer).mean(), torch.stack(prompt).mean()
+    torch.testing.assert_close(answer_loss(model, tokenizer, batch), answer_nll)
+    torch.testing.assert_close(answer_loss(model, tokenizer, batch, prompt_weight=0.3), answer_nll + 0.3 * prompt_nll)
     ids, labels = batch[0]
     reply = [t for t in labels if t != -100]
     assert ids[-len(reply) :] == reply and reply[-1] == tokenizer.eos_token_id
