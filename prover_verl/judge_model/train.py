@@ -64,7 +64,7 @@ class TrainConfig:
     max_obs_chars: int = 600
     steps: int = 600
     batch_size: int = 8
-    lr: float = 3e-3
+    lr: float = 5e-3
     prompt_weight: float = 0.5
     seed: int = 0
 
@@ -195,6 +195,14 @@ def held_out_scores(
     return results
 
 
+def command_line(argv: Sequence[str]) -> str:
+    """The command as run, its output paths written as ``DIR`` and ``RESULTS`` (no machine path in the results)."""
+    shown, hide = [], {"--out": "DIR", "--results": "RESULTS"}
+    for i, arg in enumerate(argv):
+        shown.append(hide[argv[i - 1]] if i and argv[i - 1] in hide else arg)
+    return " ".join(["python -m prover_verl.judge_model.train", *shown])
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="model directory to write")
@@ -208,7 +216,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-tokens", type=int, default=96, help="longest answer scored (judge.max_tokens)")
     parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--lr", type=float, default=5e-3)
     parser.add_argument("--prompt-weight", type=float, default=0.5, help="auxiliary loss on the prompt's tokens")
     parser.add_argument("--hidden-size", type=int, default=64, help="the tiny model's is 64")
     parser.add_argument("--layers", type=int, default=2, help="the tiny model's is 2")
@@ -247,7 +255,7 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     held_out = held_out_scores(model, tokenizer, eval_pairs, config, args.max_tokens)
     results = {
-        "command": "python -m prover_verl.judge_model.train " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": command_line(argv if argv is not None else sys.argv[1:]),
         "env": args.env,
         "env_kwargs": env_kwargs,
         "segment_side": config.side.value,

@@ -182,3 +182,11 @@ def test_report_table_from_results():
     text = report.table(results)
     assert "| judge model | 4 | 25.0 % | 50.0 % | 0.0 % | 0.0 % | 0.0 % | 1.50 |" in text
     assert "| random segment | 25.0 % (4) | 25.0 % (4) | 25.0 % (4) |" in text
+
+
+def test_results_record_the_command_without_machine_paths():
+    from prover_verl.judge_model.train import command_line
+
+    argv = ["--out", "/home/me/judge", "--steps", "600", "--results", "/home/me/r.json", "--env-kwargs", "{}"]
+    expected = "python -m prover_verl.judge_model.train --out DIR --steps 600 --results RESULTS --env-kwargs {}"
+    assert command_line(argv) == expected
