@@ -16,7 +16,6 @@ from omegaconf import DictConfig, OmegaConf
 from prover_verl.config import EnvConfig, GiGPOConfig, ProverConfig
 from prover_verl.preflight import (
     check_attention,
-    check_env_name,
     check_train_set,
     fit_epochs_to_steps,
     ignored_settings,
@@ -41,7 +40,6 @@ def check_config(config: DictConfig) -> None:
 
         api_key(prover.judge)  # the key variable must be set here, and forwarded to the Ray workers
     env = EnvConfig.from_mapping(config.get("env"))
-    check_env_name(env.name)
     if isinstance(config.get("env", {}).get("kwargs"), str):
         config.env.kwargs = env.kwargs
     get_adv_estimator_fn(config.algorithm.adv_estimator)
