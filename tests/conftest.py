@@ -252,16 +252,23 @@ def make_config_fixture():
     return make_config
 
 
-# verl's program (python3 -m prover_verl.main), stubbed for the evaluation recipes: one KeyDoor episode, won by the
-# ProVer runs and the runs named .../seed1, logged where env.eval_log_dir points (hydra's quotes removed), and the
-# arguments in args.txt
+# verl's program (python3 -m prover_verl.main), stubbed for the evaluation recipes: one episode of KeyDoor task
+# "t0" (the validation data of write_val_data), won by the ProVer runs and the runs named .../seed1, logged where
+# env.eval_log_dir points (hydra's quotes removed), and the arguments in args.txt
 STUB_VERL = r"""#!/usr/bin/env bash
 if [ "$1 $2" != "-m prover_verl.main" ]; then exec PYTHON "$@"; fi
 for a in "$@"; do case "$a" in env.eval_log_dir=*) d=${a#*=}; d=${d//\'/} ;; esac; done
 won=0.0; case "$d" in *ProVer*|*/seed1) won=1.0 ;; esac
-mkdir -p "$d"; echo "{\"step\": 0, \"env\": \"keydoor\", \"won\": $won}" > "$d/episodes-1.jsonl"
+mkdir -p "$d"; echo "{\"step\": 0, \"env\": \"keydoor\", \"task_id\": \"t0\", \"won\": $won}" > "$d/episodes-1.jsonl"
 printf '%s\n' "$@" > "$d/args.txt"
 """
+
+
+def write_val_data(path) -> None:
+    """The validation parquet the stubbed verl plays: KeyDoor task ``t0`` (the tables check every task's episode)."""
+    import pandas as pd
+
+    pd.DataFrame([{"extra_info": {"env": "keydoor", "task_id": "t0", "split": "test"}}]).to_parquet(path)
 
 
 @pytest.fixture
