@@ -124,6 +124,11 @@ class ScriptedServer:
         self.version = 1  # an int, or a callable giving the version of each generation
         self.requests = []  # (request_id, prompt length, sampling params) of every generate call
         self.reply_lengths = []  # tokens returned by every generate call
+        # a prefix cache per sticky key (one replica each), of whole blocks as vLLM's: num_cached_tokens is the
+        # longest prefix the prompt shares with a sequence this key sent before, cut to whole blocks
+        self.cache_block = 16
+        self.sequences = collections.defaultdict(list)  # request_id -> token sequences it sent (prompt + reply)
+        self.cached_tokens = []  # num_cached_tokens reported for every generate call
 
     def _reply(self, text: str, key) -> str:
         if "You analyse two attempts" in text:
@@ -157,7 +162,19 @@ class ScriptedServer:
         if sampling_params.get("max_tokens") is not None:  # as vLLM: the reply stops at the cap
             tokens = tokens[: sampling_params["max_tokens"]]
         self.reply_lengths.append(len(tokens))
-        return TokenOutput(token_ids=tokens, extra_fields=steps)
+        shared = max((_common_prefix(prompt_ids, seq) for seq in self.sequences[request_id]), default=0)
+        self.cached_tokens.append(shared // self.cache_block * self.cache_block)
+        self.sequences[request_id].append([*prompt_ids, *tokens])
+        return TokenOutput(token_ids=tokens, extra_fields={**steps, "num_cached_tokens": self.cached_tokens[-1]})
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 class PlanServer(ScriptedServer):

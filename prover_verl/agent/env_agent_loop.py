@@ -227,6 +227,9 @@ class EnvAgentLoop(AgentLoopBase):
             await self._append_assistant(conv, output)
             result.gen_tokens += len(output.token_ids)
             _track_policy_version(result, output.extra_fields)
+            if turn == first_turn:  # a continuation's fork prefix is sent with its first generation
+                cached = (output.extra_fields or {}).get("num_cached_tokens")
+                result.first_cached_tokens = None if cached is None else int(cached)
             reply = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
             conv.messages.append({"role": "assistant", "content": reply})
             action = adapter.parse_action(reply)
@@ -305,8 +308,10 @@ class EnvAgentLoop(AgentLoopBase):
             )
         finally:
             await pool.close(episode_id)
-        # the fork prefix a continuation's first turn sends is served by the prefix cache of the trajectory's replica
-        cached = mark.num_tokens if sticky == episode.result.request_id else 0
+        # what the server says its prefix cache served of the fork prefix (the sticky key only makes a hit likely:
+        # the cache may have evicted it, and a hybrid model's linear-attention layers limit prefix caching);
+        # 0 where the server reports nothing (the hf replica)
+        cached = result.first_cached_tokens or 0
         return Continuation(result.won, result.env_steps, result.gen_tokens, cached, _stale(result, episode.result))
 
     def _continuation_request_id(self, episode: Episode, turn: int, index: int) -> str:
