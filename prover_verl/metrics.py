@@ -7,6 +7,8 @@ trainer's metrics read the same quantities.
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 from collections.abc import Mapping
 
 import torch
@@ -130,3 +132,19 @@ def summarize(fields: Mapping[str, torch.Tensor]) -> dict[str, float]:
         fields: ``prover_<key>`` -> ``(bs,)`` tensor, for every key of :data:`STAT_KEYS`.
     """
     return ProverStats(**{k: float(fields[FIELD_PREFIX + k].sum()) for k in STAT_KEYS}).metrics()
+
+
+def read_logged_metrics(path: str | os.PathLike) -> dict[int, dict[str, float]]:
+    """Metrics per step from verl's file logger (``VERL_FILE_LOGGER_PATH``: one ``{"step", "data"}`` JSON line per
+    log call; a step's lines merged)."""
+    merged: dict[int, dict[str, float]] = {}
+    with open(path) as f:
+        for line_no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                merged.setdefault(int(row["step"]), {}).update(row["data"])
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+                raise ValueError(f"{path}:{line_no}: not a line of verl's file logger ({err!r})") from None
+    return merged

@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+from prover_verl.metrics import read_logged_metrics
 
 
 def run_smoke(
@@ -67,9 +68,4 @@ def run_smoke(
 
 def logged_steps(smoke_dir: Path, steps: int) -> dict[int, dict]:
     """Metrics per step from verl's file logger of the run with ``steps`` steps (``metrics_step<steps>.jsonl``)."""
-    merged: dict[int, dict] = {}
-    for line in (smoke_dir / f"metrics_step{steps}.jsonl").read_text().splitlines():
-        if line.strip():
-            row = json.loads(line)
-            merged.setdefault(row["step"], {}).update(row["data"])
-    return merged
+    return read_logged_metrics(smoke_dir / f"metrics_step{steps}.jsonl")
