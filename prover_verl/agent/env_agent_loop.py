@@ -27,7 +27,7 @@ from prover_verl.agent import AGENT_NAME, budget
 from prover_verl.agent.adapters import PromptAdapter, make_adapter
 from prover_verl.agent.episode import Conversation, Episode, PlayResult, TurnMark
 from prover_verl.agent.group import GroupRendezvous, GroupResult
-from prover_verl.agent.pools import get_env_pool
+from prover_verl.agent.pools import check_data_fingerprint, get_env_pool
 from prover_verl.config import EnvConfig, ProverConfig
 from prover_verl.core import credit_tensor
 from prover_verl.core.gigpo import turn_fields
@@ -159,6 +159,8 @@ class EnvAgentLoop(AgentLoopBase):
         adapter = make_adapter(env_name, self.env_config.max_obs_chars)
         split = extra.get("split")
         pool = get_env_pool(env_name, self.env_config, None if split is None else str(split))
+        if extra.get("data_fingerprint") is not None:
+            await check_data_fingerprint(pool, env_name, split, str(extra["data_fingerprint"]))
         episode_id, obs, info = await pool.reset(task_id=str(extra["task_id"]))
         try:
             conv = await self._initial_conversation(adapter, obs, info)

@@ -321,3 +321,13 @@ async def test_ablation_random_segment_is_verified_without_a_judge(make_loop, ma
     for row in credited:
         first = policy_runs(batch.batch["response_mask"][row])[0]
         assert batch.batch[CREDIT_FIELD][row][first[0]] == 0.5
+
+
+async def test_a_row_written_from_other_data_fails_at_its_first_reset_naming_both(
+    make_loop, make_config, scripted_server
+):
+    # nodes can hold different stores at the same path: before, task "road-0" was played on whatever this node held
+    loop = make_loop(make_config(adv_estimator="grpo"), scripted_server())
+    extra = {"env": "forkroad", "task_id": "road-0", "verify": False, "data_fingerprint": "0123abcd"}
+    with pytest.raises(ValueError, match=r"written from data 0123abcd, but the env on node .* holds data None"):
+        await loop.run({}, uid="other-data", session_id=0, global_steps=1, extra_info=extra)
