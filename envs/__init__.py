@@ -8,6 +8,7 @@ A spec names its env class as ``"module:Class"``, imported on first use, so that
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Any
 
 from envs.base import EnvState, TextEnv, UnknownTaskError
@@ -77,6 +78,23 @@ def make(name: str, **kwargs: Any) -> TextEnv:
     return env_class(name)(**kwargs)
 
 
+def check_env_kwargs(name: str, kwargs: dict[str, Any]) -> None:
+    """Fail if ``kwargs`` are not constructor arguments of env ``name`` (imports its class, builds nothing).
+
+    Raises:
+        ValueError: An argument the env's constructor does not take (a misspelling), naming the ones it takes.
+    """
+    cls = env_class(name)
+    signature = inspect.signature(cls)
+    try:
+        signature.bind(**kwargs)
+    except TypeError as err:
+        raise ValueError(
+            f"env '{name}' does not take env_kwargs {sorted(kwargs)} ({err}); its arguments: "
+            f"{', '.join(signature.parameters)}"
+        ) from None
+
+
 def open_pool(
     env_name: str,
     env_kwargs: dict[str, Any] | None = None,
@@ -100,13 +118,18 @@ def open_pool(
             the local one).
 
     Raises:
-        ValueError: ``env_name`` is not registered, or ``workers < 0``.
+        ValueError: ``env_name`` is not registered, ``workers < 0``, or (``workers=0``) ``env_kwargs`` holds an
+            argument the env does not take. A Ray pool's workers build an env at start, which fails the same way.
     """
     spec(env_name)  # an unknown name fails here, before any pool or Ray cluster starts
     if workers < 0:
         raise ValueError(f"workers must be >= 0, got {workers}")
     if workers == 0:
         from envs.local_pool import LocalEnvPool
+
+        # here, not at the first reset inside an agent-loop worker; the env class is imported in this process
+        # anyway, as its episodes are played here
+        check_env_kwargs(env_name, dict(env_kwargs or {}))
 
         return LocalEnvPool(env_name, env_kwargs, **pool_kwargs)
     from envs.shared_pool import SharedEnvPool
@@ -135,6 +158,7 @@ __all__ = [
     "TableSpec",
     "TextEnv",
     "UnknownTaskError",
+    "check_env_kwargs",
     "env_class",
     "env_names",
     "make",

@@ -78,6 +78,13 @@ class TextEnv(gym.Env, abc.ABC):
         """Where this env's tasks come from (files or folders), for the logs of whoever lists them."""
         return ""
 
+    def data_fingerprint(self) -> str | None:
+        """A digest of the content this env's tasks are made of (goals, games, questions), equal on every machine
+        that holds the same data, whatever its path. ``prover_verl.data`` writes it into each row, and the agent
+        loop compares it with each node's env at its first reset there, so that a task id cannot silently name a
+        different task on another node. None: the env names no data (nothing is checked)."""
+        return None
+
     @abc.abstractmethod
     def task_ids(self) -> list[str]:
         """Return the ids of the tasks this environment can ``reset`` to."""

@@ -41,6 +41,9 @@ class EnvPoolLike(Protocol):
     async def close(self, episode_id: str) -> Any:
         """End the episode (closing one that is not open does nothing)."""
 
+    async def data_fingerprint(self, split: str | None = None) -> str | None:
+        """The :meth:`~envs.base.TextEnv.data_fingerprint` of the pool's env of ``split``, where it runs."""
+
 
 class EnvWorker:
     """Hosts episodes of one environment family in one process (the body of a Ray actor, or a local pool's).
@@ -138,11 +141,18 @@ class EnvWorker:
     def expert_actions(self, episode_id: str) -> list[str]:
         return self._env(episode_id).expert_actions()
 
-    def task_ids(self, split: str | None = None) -> list[str]:
+    def _idle_env(self, split: str | None) -> TextEnv:
         free = self._free.setdefault(split, [])
         if not free:
             free.append(self._make(split))
-        return free[0].task_ids()
+        return free[0]
+
+    def task_ids(self, split: str | None = None) -> list[str]:
+        return self._idle_env(split).task_ids()
+
+    def data_fingerprint(self, split: str | None = None) -> str | None:
+        """The data fingerprint of this process's env of ``split`` (see :meth:`TextEnv.data_fingerprint`)."""
+        return self._idle_env(split).data_fingerprint()
 
     def info(self) -> dict[str, int]:
         """Return ``{"pid", "episodes", "envs_built"}``."""

@@ -74,6 +74,10 @@ class LocalEnvPool:
         """End the episode and keep its environment for reuse; False (and nothing done) if it is not open."""
         return self._worker.close(episode_id)
 
+    async def data_fingerprint(self, split: str | None = None) -> str | None:
+        """The data fingerprint of this process's env of ``split``."""
+        return await self._call(self._worker.data_fingerprint, split)
+
     def shutdown(self) -> None:
         """Stop the worker threads."""
         self._executor.shutdown(wait=False, cancel_futures=True)

@@ -120,6 +120,7 @@ class EnvPool:
         if not ray.is_initialized():
             ray.init(include_dashboard=False)
         self.node_id = node_id or ray.get_runtime_context().get_node_id()
+        check_placeable(env_name, self.node_id, num_workers, worker_num_cpus)
         self.placement = NodeAffinitySchedulingStrategy(self.node_id, soft=False)
         self._actor_cls = ray.remote(EnvWorker).options(
             num_cpus=worker_num_cpus, max_restarts=0, max_concurrency=1, scheduling_strategy=self.placement
@@ -128,6 +129,7 @@ class EnvPool:
         self._opening: set[str] = set()
         self._ids = itertools.count()
         self._failed: EnvPoolError | None = None
+        self._closing = False  # set by shutdown: a worker that dies from now on was killed by it
         self._stats = dict.fromkeys(
             ["resets", "restores", "steps", "snapshots", "closes", "timeouts", "crashes", "restarts", "rebuilds"], 0
         )
@@ -211,6 +213,10 @@ class EnvPool:
         """The task ids of the environment (of ``split``)."""
         return await self._run(self._query(None, "task_ids", split))
 
+    async def data_fingerprint(self, split: str | None = None) -> str | None:
+        """The data fingerprint of the workers' env of ``split`` (the data on this pool's node)."""
+        return await self._run(self._query(None, "data_fingerprint", split))
+
     def worker_of(self, episode_id: str) -> int:
         """The index of the worker hosting the episode."""
         return self._episode(episode_id, usable=False).worker
@@ -231,11 +237,13 @@ class EnvPool:
         if self._loop.is_closed():
             return
         self._failed = self._failed or EnvPoolError(f"env pool '{self.env_name}' is shut down")
-        for slot in self._slots:
-            _kill(slot.actor)
-        # end the calls still in flight, so that no caller waits forever on a stopped loop
+        self._closing = True
+        # end the calls still in flight before the workers die, so that none of them sees its worker's death,
+        # takes it for a crash and restarts a worker; and so that no caller waits forever on a stopped loop
         with contextlib.suppress(Exception):
             asyncio.run_coroutine_threadsafe(_cancel_tasks(), self._loop).result(timeout=10)
+        for slot in self._slots:
+            _kill(slot.actor)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
         self._loop.close()
@@ -404,9 +412,10 @@ class EnvPool:
             if not first_start:
                 raise
             # a worker that cannot start (bad env kwargs, missing data) will not start after a restart either
+            how = f"did not start within {self.start_timeout_s}s" if isinstance(err, asyncio.TimeoutError) else "died"
             self._failed = EnvPoolError(
                 f"worker {slot.index} of env pool '{self.env_name}' (kwargs {self.env_kwargs}) failed to start "
-                f"within {self.start_timeout_s}s: {err}"
+                f"({how}): {err}"
             )
             raise self._failed from err
         slot.ready_ref = None
@@ -427,6 +436,8 @@ class EnvPool:
             await self._restart(slot, reason)
             raise EnvTimeoutError(f"{reason}; worker {slot.index} was killed and restarted") from None
         except RayActorError as err:
+            if self._closing:
+                raise EnvPoolError(f"env pool '{self.env_name}' was shut down during the call") from None
             self._stats["crashes"] += 1
             # the call or a kill from outside the pool (OOM killer, a signal) may have ended the process
             reason = f"worker {slot.index} (pid {slot.pid}) of env '{self.env_name}' died during {what}"
@@ -436,6 +447,8 @@ class EnvPool:
     async def _restart(self, slot: _Slot, reason: str) -> None:
         """Replace the worker of ``slot`` and rebuild its episodes; fail the pool past ``max_restarts``."""
         while True:
+            if self._closing:
+                raise EnvPoolError(f"env pool '{self.env_name}' was shut down during the call")
             _kill(slot.actor)
             slot.restarts += 1
             self._stats["restarts"] += 1
@@ -521,6 +534,36 @@ class SyncEnvPool:
         return self._pool._run_sync(self._pool._query(None, "task_ids", split))
 
 
+def check_placeable(env_name: str, node_id: str, num_workers: int, worker_num_cpus: float, nodes=None) -> None:
+    """Fail at once if the workers of a pool pinned to ``node_id`` could never be scheduled there.
+
+    Ray would keep such an actor pending without an error, and the pool would wait ``start_timeout_s`` (minutes)
+    to fail; a node that is gone, or that has fewer CPUs in total than the workers reserve (e.g. a KubeRay head
+    started with ``--num-cpus=0``), will not change its mind.
+
+    Args:
+        env_name: The pool's env (for the message).
+        node_id: The Ray node the workers are pinned to.
+        num_workers: Worker actors of the pool.
+        worker_num_cpus: Ray CPUs each reserves.
+        nodes: ``ray.nodes()`` (tests pass their own).
+
+    Raises:
+        EnvPoolError: Naming the node, what it has and what the pool needs.
+    """
+    node = next((n for n in (ray.nodes() if nodes is None else nodes) if n["NodeID"] == node_id), None)
+    where = f"env pool '{env_name}' pinned to Ray node {node_id}"
+    if node is None or not node.get("Alive", False):
+        raise EnvPoolError(f"{where}: the node is not alive in this Ray cluster")
+    need, have = num_workers * worker_num_cpus, node.get("Resources", {}).get("CPU", 0.0)
+    if need > have:
+        raise EnvPoolError(
+            f"{where} ({node.get('NodeManagerAddress', '?')}) can never start: its {num_workers} workers reserve "
+            f"{need:g} CPUs and the node has {have:g} in all. Lower env.pool_workers, give the node CPUs "
+            f"(ray start --num-cpus), or play the envs in the agent-loop processes (env.pool_workers=0)"
+        )
+
+
 async def _cancel_tasks() -> None:
     tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
     for task in tasks:
@@ -537,4 +580,12 @@ def _kill(actor) -> None:
         ray.kill(actor, no_restart=True)
 
 
-__all__ = ["EnvPool", "EnvPoolError", "EnvTimeoutError", "EnvWorker", "EnvWorkerError", "SyncEnvPool"]
+__all__ = [
+    "EnvPool",
+    "EnvPoolError",
+    "EnvTimeoutError",
+    "EnvWorker",
+    "EnvWorkerError",
+    "SyncEnvPool",
+    "check_placeable",
+]

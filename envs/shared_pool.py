@@ -11,17 +11,19 @@ workers are placed on the node (``NodeAffinitySchedulingStrategy``, not soft).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import zlib
 from typing import Any
 
 import ray
+from ray.exceptions import RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 import envs
 from envs.base import EnvState, StepReturn
 from envs.hosting import ResetReturn
-from envs.pool import EnvPool
+from envs.pool import EnvPool, EnvPoolError
 from envs.spec import EnvSpec
 
 
@@ -33,10 +35,9 @@ class EnvPoolHost:
         self._pool = EnvPool(env_spec.name, env_kwargs, **pool_kwargs)
 
     async def call(self, method: str, args: tuple, kwargs: dict[str, Any]) -> Any:
+        if method == "stats":
+            return self._pool.stats()
         return await getattr(self._pool, method)(*args, **kwargs)
-
-    def stats(self) -> dict[str, Any]:
-        return self._pool.stats()
 
     def shutdown(self) -> None:
         self._pool.shutdown()
@@ -74,20 +75,37 @@ class SharedEnvPool:
         env_kwargs = dict(env_kwargs or {})
         node_id = node_id or ray.get_runtime_context().get_node_id()
         self.name = shared_pool_name(env_name, env_kwargs, num_workers, node_id)
-        self._host = (
+        self.node_id = node_id
+        self._host_args = (env_spec, env_kwargs, {**pool_kwargs, "num_workers": num_workers})
+        self._host = self._attach()
+
+    def _attach(self):
+        """The node's host actor: the running one, or a new one (the first process on the node creates it)."""
+        return (
             ray.remote(EnvPoolHost)
             .options(
                 name=self.name,
-                get_if_exists=True,  # the first process on the node creates it, the others attach
+                get_if_exists=True,
                 num_cpus=0,
                 max_restarts=0,
-                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+                scheduling_strategy=NodeAffinitySchedulingStrategy(self.node_id, soft=False),
             )
-            .remote(env_spec, env_kwargs, {**pool_kwargs, "num_workers": num_workers})
+            .remote(*self._host_args)
         )
 
     async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        return await self._host.call.remote(method, args, kwargs)
+        if self._host is None:
+            self._host = self._attach()
+        host = self._host
+        try:
+            return await host.call.remote(method, args, kwargs)
+        except RayActorError as err:
+            # The host died (its pool could not start: a worker that cannot be scheduled or cannot open its data
+            # fails the host's constructor). The handle is dropped and the next call attaches again by name, and
+            # every call says why the pool is down instead of raising a bare actor error.
+            if self._host is host:
+                self._host = None
+            raise EnvPoolError(f"the env pool of node {self.node_id} ({self.name}) is down: {err}") from err
 
     async def reset(
         self, episode_id: str | None = None, *, task_id: str | None = None, seed=None, split: str | None = None
@@ -111,13 +129,20 @@ class SharedEnvPool:
         """See :meth:`envs.pool.EnvPool.close`."""
         return await self._call("close", episode_id)
 
+    async def data_fingerprint(self, split: str | None = None) -> str | None:
+        """See :meth:`envs.pool.EnvPool.data_fingerprint`."""
+        return await self._call("data_fingerprint", split)
+
     async def stats(self) -> dict[str, Any]:
         """The shared pool's counters (all processes' calls together)."""
-        return await self._host.stats.remote()
+        return await self._call("stats")
 
     def shutdown(self) -> None:
         """Stop the node's pool for every process that shares it."""
-        ray.get(self._host.shutdown.remote())
+        if self._host is None:  # dropped after it died: nothing runs
+            return
+        with contextlib.suppress(RayActorError):  # a host that died at start has nothing to stop
+            ray.get(self._host.shutdown.remote())
         ray.kill(self._host, no_restart=True)
 
 

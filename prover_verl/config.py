@@ -353,16 +353,31 @@ class EnvConfig:
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any] | None) -> EnvConfig:
-        """Build from the ``env`` mapping; unknown keys fail naming the key.
+        """Build from the ``env`` mapping; unknown keys fail naming the key, and an unregistered ``env.name``
+        fails naming the registered envs.
 
         ``kwargs`` may also be a JSON object in a string (the recipes pass ``ENV_KWARGS`` so, the same text that
-        ``python -m prover_verl.data --env-kwargs`` takes).
+        ``python -m prover_verl.data --env-kwargs`` takes). Environments registered at run time
+        (``envs.register_env``) must be registered before, in every process that reads the config.
         """
         values = _to_dict(values)
         _reject_unknown(values, cls, "env")
         if isinstance(values.get("kwargs"), str):
             values["kwargs"] = _json_object(values["kwargs"], "env.kwargs")
-        return cls(**values)
+        config = cls(**values)
+        _check_env_name(config.name)
+        return config
+
+
+def _check_env_name(name: str) -> None:
+    # without this a typo passed every config check and failed at the first reset, inside an agent-loop worker,
+    # after the model had loaded
+    import envs  # here: the config module stays importable without the envs' registry
+
+    if name not in envs.env_names():
+        raise ValueError(
+            f"env.name='{name}' is not a registered environment; registered: {', '.join(envs.env_names())}"
+        )
 
 
 def _to_dict(values: Any) -> dict[str, Any]:

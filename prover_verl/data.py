@@ -33,6 +33,7 @@ def task_rows(
     task_ids = env.task_ids()[:limit] if limit else env.task_ids()
     if not task_ids:
         raise ValueError(f"environment '{env_name}' has no tasks in split '{split}'")
+    data_fingerprint = env.data_fingerprint()  # the agent loop checks it against each node's data
     rows = []
     for index, task_id in enumerate(task_ids):
         category = env.task_category(task_id)
@@ -49,6 +50,7 @@ def task_rows(
                     "split": split,
                     "verify": verify,
                     "index": index,
+                    **({"data_fingerprint": data_fingerprint} if data_fingerprint is not None else {}),
                 },
             }
         )

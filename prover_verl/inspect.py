@@ -1,6 +1,6 @@
 """See what ProVer credited: the group log (:mod:`prover_verl.eval.group_log`) as one self-contained HTML page.
 
-    python -m prover_verl.inspect LOG_DIR --out report.html [--steps 1-5,9]
+    python -m prover_verl.inspect LOG_DIR --out report.html [--steps 1-5,9] [--metrics metrics.jsonl]
 
 The page needs no network and no server: per step, the ``prover/*`` counts (the same numbers as the trainer's
 metrics of that step, from the same counters), then each group with the pair shown to the judge side by side, the
@@ -8,6 +8,10 @@ proposed segment highlighted, the K outcomes from the fork points before and aft
 standard error, the credit, the judge's reason and raw answer (and the agentic judge's tool calls); checkboxes
 filter the groups by outcome. Three small plots cover the run: the judge's hit rate (where the env names the
 pivotal turn), the distribution of the verified estimates and the share of policy tokens credited.
+
+Each agent-loop process writes its own files; on nodes that log to local disks the folder holds only some of them.
+``--metrics`` (verl's file logger, ``VERL_FILE_LOGGER_PATH``) checks each step's logged groups against the
+trainer's own ``prover/groups``: the page and the exit status (1) say which steps miss groups.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from prover_verl.eval.group_log import JUDGE_FAILURES, OUTCOMES, PIVOT_KEY, read_groups
-from prover_verl.metrics import ProverStats
+from prover_verl.metrics import ProverStats, read_logged_metrics
 
 TEMPLATE = Path(__file__).parent / "templates" / "group_report.html"
 
@@ -104,6 +108,22 @@ def step_metrics(records: Iterable[dict]) -> dict[int, dict[str, float]]:
     return summary
 
 
+def missing_groups(summary: dict[int, dict[str, float]], logged: dict[int, dict[str, float]]) -> list[str]:
+    """Where the group log holds fewer (or more) groups than the trainer counted (``prover/groups`` of verl's
+    metrics), one line per such step; empty: every step the trainer logged is complete."""
+    problems = []
+    for step in sorted(logged):
+        expected = logged[step].get("prover/groups")
+        if expected is None:
+            continue
+        found = summary.get(step, {}).get("prover/groups", 0)
+        if round(found) != round(expected):
+            problems.append(f"step {step}: the log holds {found:g} of the trainer's {expected:g} groups")
+    for step in sorted(set(summary) - set(logged)):
+        problems.append(f"step {step}: in the log but not in the trainer's metrics (another run's?)")
+    return problems
+
+
 def judge_hit(record: dict) -> bool | None:
     """Whether the judge's usable proposal covers the pivotal turn of its trajectory (None: no usable proposal,
     or the env does not name that trajectory's pivot)."""
@@ -130,8 +150,15 @@ def parse_steps(text: str | None) -> set[int] | None:
     return steps
 
 
-def build_report(records: Sequence[dict], source: str, bad_lines: int = 0, steps: set[int] | None = None) -> str:
-    """The HTML page of ``records`` (every step in the counts and plots; only ``steps`` in the group details)."""
+def build_report(
+    records: Sequence[dict],
+    source: str,
+    bad_lines: int = 0,
+    steps: set[int] | None = None,
+    problems: Sequence[str] = (),
+) -> str:
+    """The HTML page of ``records`` (every step in the counts and plots; only ``steps`` in the group details), with
+    ``problems`` (:func:`missing_groups`) shown at the top."""
     summary = step_metrics(records)
     shown = [r for r in records if steps is None or r["step"] in steps]
     outcomes = Counter(r["outcome"] for r in shown)
@@ -142,7 +169,8 @@ def build_report(records: Sequence[dict], source: str, bad_lines: int = 0, steps
     values = {
         "title": f"ProVer group log: {html.escape(source)}",
         "source": html.escape(source),
-        "overview": f"{len(records)} groups over {len(summary)} step(s){note}",
+        "overview": f"{len(records)} groups over {len(summary)} step(s){note}"
+        + "".join(f'<br><b class="incomplete">INCOMPLETE: {html.escape(p)}</b>' for p in problems),
         "summary": _summary_table(summary),
         "plots": _plots(summary, records),
         "filters": "".join(
@@ -421,6 +449,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("log_dir", help="the group log folder (algorithm.prover.log_dir)")
     parser.add_argument("--out", default="report.html", help="the HTML file to write (default: report.html)")
     parser.add_argument("--steps", help="steps whose groups to show in detail, e.g. 1-5,9 (default: all)")
+    parser.add_argument(
+        "--metrics", help="verl's metrics file of the run (VERL_FILE_LOGGER_PATH): check every step's groups are here"
+    )
     args = parser.parse_args(argv)
     if not Path(args.log_dir).is_dir():
         parser.error(f"{args.log_dir} is not a folder")
@@ -431,12 +462,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         steps = parse_steps(args.steps)
     except ValueError as err:
         parser.error(str(err))
-    page = build_report(records, str(args.log_dir), bad, steps)
+    problems = missing_groups(step_metrics(records), read_logged_metrics(args.metrics)) if args.metrics else []
+    page = build_report(records, str(args.log_dir), bad, steps, problems)
     Path(args.out).write_text(page, encoding="utf-8")
     print(f"wrote {args.out}: {len(records)} groups, {len({r['step'] for r in records})} steps", file=sys.stderr)
     if len(page) > 50 * 2**20:
         print(f"the page holds {len(page) / 2**20:.0f} MB: --steps shows fewer groups in detail", file=sys.stderr)
-    return 0
+    if not args.metrics:
+        print("not checked against the trainer's metrics (--metrics): the log may miss groups", file=sys.stderr)
+    for problem in problems:
+        print(f"INCOMPLETE: {problem}", file=sys.stderr)
+    if problems:
+        print(
+            "the group log misses groups: every node must log to algorithm.prover.log_dir on storage this folder "
+            "shows (or copy each node's groups-*.jsonl here)",
+            file=sys.stderr,
+        )
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":

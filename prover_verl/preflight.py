@@ -94,24 +94,6 @@ def check_train_set(config: Any) -> None:
         )
 
 
-def check_env_name(name: str) -> None:
-    """Fail, naming the key, if ``env.name`` is not a registered environment.
-
-    Without this a typo passed every config check and failed at the first reset, inside an agent-loop worker,
-    after the model had loaded. Environments registered at run time (``envs.register_env``) must be registered in
-    the driver before this check, as they must be for the pool's workers.
-
-    Raises:
-        ValueError: ``name`` is not registered.
-    """
-    import envs
-
-    if name not in envs.env_names():
-        raise ValueError(
-            f"env.name='{name}' is not a registered environment; registered: {', '.join(envs.env_names())}"
-        )
-
-
 def fit_epochs_to_steps(config: Any) -> str | None:
     """Raise ``trainer.total_epochs`` so that ``trainer.total_training_steps`` can all run; return what changed.
 

@@ -24,6 +24,11 @@ from prover_verl.metrics import FIELD_PREFIX, stat_fields, summarize
 
 TRAINER_MODE = "prover_sync"
 VERL_MODE = "sync"
+# with trainer.v1.sampler.sync_refill_failed_groups, verl refills every failed group until the step has its batch,
+# with no bound: an agent-loop worker whose env pool cannot work (its node cannot host the pool, or the env cannot
+# open its data) fails each prompt routed to it, for ever. Refilling more than this many batches in one step fails
+# the job instead.
+MAX_REFILL_BATCHES = 4
 # when set, each step's advantage inputs and outputs are saved there (batch_step<N>.pt): the CPU smoke test
 # checks the credited advantages against GRPO's from them (tests/recipes/test_cpu_smoke_on_cpu.py)
 DUMP_ENV = "PROVER_DUMP_BATCH_DIR"
@@ -44,6 +49,16 @@ class ProverTrainerSync(PPOTrainerSync):
     def trainer_mode(self, value: str) -> None:
         if value not in (TRAINER_MODE, VERL_MODE):
             raise ValueError(f"{type(self).__name__} runs trainer.v1.trainer_mode={TRAINER_MODE}, not {value!r}")
+
+    def prepare_step(self) -> dict:
+        self._refilled_prompts = 0
+        return super().prepare_step()
+
+    def _add_prompts_to_generate(self, num_prompts: int) -> int:
+        # verl's refill of failed groups (its only other caller is the async warm-up, not this sync trainer)
+        self._refilled_prompts = getattr(self, "_refilled_prompts", 0) + num_prompts
+        check_refills(self._refilled_prompts, self.config.data.train_batch_size, self.global_steps)
+        return super()._add_prompts_to_generate(num_prompts)
 
     def _balance_batch(self, batch, metrics, logging_prefix="global_seqlen", keep_minibatch=False):
         # The replay buffer hands rows over in the order their episodes finished, which changes from run to run,
@@ -123,6 +138,20 @@ class ProverTrainerSync(PPOTrainerSync):
         os.makedirs(out, exist_ok=True)
         torch.save(dump, os.path.join(out, f"batch_step{self.global_steps}.pt"))
         return batch
+
+
+def check_refills(refilled: int, batch_size: int, step: int, max_batches: int = MAX_REFILL_BATCHES) -> None:
+    """Fail once a step has refilled more than ``max_batches`` batches of failed groups.
+
+    Raises:
+        RuntimeError: Naming the step, the count and where the cause is logged.
+    """
+    if refilled > max_batches * batch_size:
+        raise RuntimeError(
+            f"step {step}: {refilled} prompts refilled for failed groups, more than {max_batches} batches of "
+            f"{batch_size} (trainer.v1.sampler.sync_refill_failed_groups): the rollouts keep failing, e.g. an env "
+            f"pool that cannot start on a node; the agent-loop workers' logs say why ('Error in _run_prompt')"
+        )
 
 
 def content_order(batch) -> list[int]:

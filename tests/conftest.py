@@ -125,6 +125,11 @@ class ScriptedServer:
         self.version = 1  # an int, or a callable giving the version of each generation
         self.requests = []  # (request_id, prompt length, sampling params) of every generate call
         self.reply_lengths = []  # tokens returned by every generate call
+        # a prefix cache per sticky key (one replica each), of whole blocks as vLLM's: num_cached_tokens is the
+        # longest prefix the prompt shares with a sequence this key sent before, cut to whole blocks
+        self.cache_block = 16
+        self.sequences = collections.defaultdict(list)  # request_id -> token sequences it sent (prompt + reply)
+        self.cached_tokens = []  # num_cached_tokens reported for every generate call
 
     def _reply(self, text: str, key) -> str:
         if "You analyse two attempts" in text:
@@ -158,7 +163,19 @@ class ScriptedServer:
         if sampling_params.get("max_tokens") is not None:  # as vLLM: the reply stops at the cap
             tokens = tokens[: sampling_params["max_tokens"]]
         self.reply_lengths.append(len(tokens))
-        return TokenOutput(token_ids=tokens, extra_fields=steps)
+        shared = max((_common_prefix(prompt_ids, seq) for seq in self.sequences[request_id]), default=0)
+        self.cached_tokens.append(shared // self.cache_block * self.cache_block)
+        self.sequences[request_id].append([*prompt_ids, *tokens])
+        return TokenOutput(token_ids=tokens, extra_fields={**steps, "num_cached_tokens": self.cached_tokens[-1]})
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 class PlanServer(ScriptedServer):
@@ -253,16 +270,23 @@ def make_config_fixture():
     return make_config
 
 
-# verl's program (python3 -m prover_verl.main), stubbed for the evaluation recipes: one KeyDoor episode, won by the
-# ProVer runs and the runs named .../seed1, logged where env.eval_log_dir points (hydra's quotes removed), and the
-# arguments in args.txt
+# verl's program (python3 -m prover_verl.main), stubbed for the evaluation recipes: one episode of KeyDoor task
+# "t0" (the validation data of write_val_data), won by the ProVer runs and the runs named .../seed1, logged where
+# env.eval_log_dir points (hydra's quotes removed), and the arguments in args.txt
 STUB_VERL = r"""#!/usr/bin/env bash
 if [ "$1 $2" != "-m prover_verl.main" ]; then exec PYTHON "$@"; fi
 for a in "$@"; do case "$a" in env.eval_log_dir=*) d=${a#*=}; d=${d//\'/} ;; esac; done
 won=0.0; case "$d" in *ProVer*|*/seed1) won=1.0 ;; esac
-mkdir -p "$d"; echo "{\"step\": 0, \"env\": \"keydoor\", \"won\": $won}" > "$d/episodes-1.jsonl"
+mkdir -p "$d"; echo "{\"step\": 0, \"env\": \"keydoor\", \"task_id\": \"t0\", \"won\": $won}" > "$d/episodes-1.jsonl"
 printf '%s\n' "$@" > "$d/args.txt"
 """
+
+
+def write_val_data(path) -> None:
+    """The validation parquet the stubbed verl plays: KeyDoor task ``t0`` (the tables check every task's episode)."""
+    import pandas as pd
+
+    pd.DataFrame([{"extra_info": {"env": "keydoor", "task_id": "t0", "split": "test"}}]).to_parquet(path)
 
 
 @pytest.fixture

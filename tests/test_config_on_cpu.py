@@ -76,6 +76,15 @@ def test_env_config_kwargs_as_mapping_or_json_text():
             EnvConfig.from_mapping({"kwargs": bad})
 
 
+def test_env_name_typo_fails_reading_the_config_naming_the_key_and_the_registered_envs():
+    with pytest.raises(
+        ValueError, match=r"env.name='alfwrold' is not a registered environment; registered: .*alfworld"
+    ):
+        EnvConfig.from_mapping({"name": "alfwrold"})
+    for name in ("alfworld", "webshop", "searchqa", "keydoor"):
+        assert EnvConfig.from_mapping({"name": name}).name == name
+
+
 @pytest.mark.parametrize(
     "values,message",
     [

@@ -1,5 +1,6 @@
 """The group-log report: its counts are the trainer's metrics, each group shows its pair, segment, runs and credit."""
 
+import json
 import re
 from html.parser import HTMLParser
 
@@ -96,6 +97,24 @@ def test_the_reports_counts_are_the_trainers_metrics_of_each_step(run, tmp_path)
     # the pivot road names turn 0, the fork, which the judge proposes: its usable proposals (steps 1, 3) all hit
     assert {s: t.get("judge_hit_rate") for s, t in table.items()} == {1: 1.0, 2: None, 3: 1.0}
     assert table[2]["credited_token_share"] == 0 and 0 < table[1]["credited_token_share"] < 1
+
+
+def test_a_log_missing_groups_the_trainer_counted_says_so_in_the_page_and_exit_status(run, tmp_path, capsys):
+    # nodes logging to local disks leave only some groups-*.jsonl here: before, the report recomputed its counts
+    # from whatever it saw, silently
+    log_dir, metrics = run
+    logger = tmp_path / "metrics.jsonl"  # verl's file logger: {"step", "data"} per line
+    logger.write_text("".join(json.dumps({"step": s, "data": m}) + "\n" for s, m in metrics.items()))
+    report = tmp_path / "report.html"
+    assert inspect.main([str(log_dir), "--out", str(report), "--metrics", str(logger)]) == 0
+    assert "INCOMPLETE" not in report.read_text()
+    (path,) = log_dir.glob("groups-*.jsonl")  # one process logged all: drop the group a lost file held
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(line for line in lines if '"uid": "far"' not in line))
+    assert len(path.read_text().splitlines()) == len(lines) - 1
+    assert inspect.main([str(log_dir), "--out", str(report), "--metrics", str(logger)]) == 1
+    assert "INCOMPLETE: step 2: the log holds 1 of the trainer&#x27;s 2 groups" in report.read_text()
+    assert "INCOMPLETE: step 2: the log holds 1 of the trainer's 2 groups" in capsys.readouterr().err
 
 
 def test_each_group_shows_its_outcome_pair_segment_runs_and_credit(run, tmp_path):

@@ -15,6 +15,7 @@ translation's digest matches, else by replaying the commands (``restore_method``
 
 from __future__ import annotations
 
+import hashlib
 import os
 from typing import Any
 
@@ -65,6 +66,7 @@ class AlfWorldEnv(TextEnv):
         self.split = split
         self.restore_method = restore_method
         self._games: dict[str, GameInfo] = discover_games(self.data_dir, split)
+        self._data_fingerprint: str | None = None
         self._engine = None  # built on first use: TextWorld is imported and fast-downward loaded only then
         self._task_id: str | None = None
         self._game_id: tuple[str, str] = ("", "")  # (path, content digest) of the game being played
@@ -81,6 +83,15 @@ class AlfWorldEnv(TextEnv):
 
     def data_source(self) -> str:
         return str(self.data_dir / "json_2.1.1" / self.split)
+
+    def data_fingerprint(self) -> str:
+        """The split's games: each task id with the content of its game file (read once, when first asked)."""
+        if self._data_fingerprint is None:
+            digests = "".join(
+                f"{task_id}\x1f{file_digest(game.path)}\x1e" for task_id, game in sorted(self._games.items())
+            )
+            self._data_fingerprint = hashlib.sha256(digests.encode()).hexdigest()[:24]
+        return self._data_fingerprint
 
     def task_type(self, task_id: str) -> str:
         """The ALFWorld task type of ``task_id``, one of :data:`envs.alfworld.games.TASK_TYPES`."""

@@ -31,6 +31,7 @@ from the observation texts, and the tests check that the two agree.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -348,6 +349,10 @@ class KeyDoorEnv(TextEnv):
         self._rng = np.random.default_rng(seed)
         self._task: int | None = None
         self._state: np.ndarray | None = None
+
+    def data_fingerprint(self) -> str:
+        """The task table's: every task's id and layout."""
+        return hashlib.sha256(repr(self.table.tasks).encode()).hexdigest()[:24]
 
     def task_ids(self) -> list[str]:
         return list(self._index)

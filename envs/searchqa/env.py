@@ -119,6 +119,7 @@ class SearchQAEnv(TextEnv):
         # by task id: a big file's questions are read from a store shared by the node's env processes
         self._questions: Mapping[str, Question] = open_questions(qfile, split, cache_dir)
         self.questions_file = qfile
+        self._data_fingerprint: str | None = None  # computed when first asked
         if retriever_url is not None:
             if corpus_path is not None or index_dir is not None:
                 raise ValueError("give either retriever_url or corpus_path/index_dir, not both")
@@ -141,6 +142,19 @@ class SearchQAEnv(TextEnv):
 
     def task_ids(self) -> list[str]:
         return list(self._questions)
+
+    def data_fingerprint(self) -> str:
+        """The retriever's (index and corpus) and the split's questions with their gold answers."""
+        if self._data_fingerprint is None:
+            digest = hashlib.sha256(self.retriever.fingerprint.encode())
+            stored = getattr(self._questions, "fingerprint", None)
+            if stored is not None:  # a node's question store: its content fingerprint, without reading every row
+                digest.update(f"questions store {stored}".encode())
+            else:
+                for q in self._questions.values():
+                    digest.update("\x1e".join([q.qid, q.question, *q.golden_answers]).encode() + b"\x1d")
+            self._data_fingerprint = digest.hexdigest()[:24]
+        return self._data_fingerprint
 
     def task_category(self, task_id: str) -> str:
         """The question's ``data_source`` (``nq_mini``, ``hotpot_mini``, ``nq``, ``hotpotqa``, ...)."""

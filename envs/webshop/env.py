@@ -266,6 +266,10 @@ class WebShopEnv(TextEnv):
     def task_ids(self) -> list[str]:
         return list(self._task_ids)
 
+    def data_fingerprint(self) -> str:
+        """The catalog's: its products, prices and goals (and a prebuilt index)."""
+        return self.catalog.fingerprint
+
     def task_category(self, task_id: str) -> str:
         """The goal product's top category (``fashion``, ``beauty``, ...)."""
         return self.goal(task_id).category

@@ -27,7 +27,7 @@ from prover_verl.agent import AGENT_NAME, budget
 from prover_verl.agent.adapters import PromptAdapter, make_adapter
 from prover_verl.agent.episode import Conversation, Episode, PlayResult, TurnMark
 from prover_verl.agent.group import GroupRendezvous, GroupResult
-from prover_verl.agent.pools import get_env_pool
+from prover_verl.agent.pools import check_data_fingerprint, get_env_pool
 from prover_verl.config import EnvConfig, ProverConfig
 from prover_verl.core import credit_tensor
 from prover_verl.core.gigpo import turn_fields
@@ -159,6 +159,8 @@ class EnvAgentLoop(AgentLoopBase):
         adapter = make_adapter(env_name, self.env_config.max_obs_chars, self.env_config.kwargs)
         split = extra.get("split")
         pool = get_env_pool(env_name, self.env_config, None if split is None else str(split))
+        if extra.get("data_fingerprint") is not None:
+            await check_data_fingerprint(pool, env_name, split, str(extra["data_fingerprint"]))
         episode_id, obs, info = await pool.reset(task_id=str(extra["task_id"]))
         try:
             conv = await self._initial_conversation(adapter, obs, info)
@@ -224,6 +226,9 @@ class EnvAgentLoop(AgentLoopBase):
             await self._append_assistant(conv, output)
             result.gen_tokens += len(output.token_ids)
             _track_policy_version(result, output.extra_fields)
+            if turn == first_turn:  # a continuation's fork prefix is sent with its first generation
+                cached = (output.extra_fields or {}).get("num_cached_tokens")
+                result.first_cached_tokens = None if cached is None else int(cached)
             reply = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
             conv.messages.append({"role": "assistant", "content": reply})
             action = adapter.parse_action(reply)
@@ -302,8 +307,10 @@ class EnvAgentLoop(AgentLoopBase):
             )
         finally:
             await pool.close(episode_id)
-        # the fork prefix a continuation's first turn sends is served by the prefix cache of the trajectory's replica
-        cached = mark.num_tokens if sticky == episode.result.request_id else 0
+        # what the server says its prefix cache served of the fork prefix (the sticky key only makes a hit likely:
+        # the cache may have evicted it, and a hybrid model's linear-attention layers limit prefix caching);
+        # 0 where the server reports nothing (the hf replica)
+        cached = result.first_cached_tokens or 0
         return Continuation(result.won, result.env_steps, result.gen_tokens, cached, _stale(result, episode.result))
 
     def _continuation_request_id(self, episode: Episode, turn: int, index: int) -> str:

@@ -76,6 +76,8 @@ class PlayResult:
         max_global_steps: Policy version of the last generation (verl checks the span for staleness).
         request_id: verl's sticky-session key of the play's generations (which replica served them).
         seed_key: Identity of the play that seeds its sampling under ``rollout.full_determinism`` (None: unseeded).
+        first_cached_tokens: Prompt tokens of the play's first generation the server found in its prefix cache, as
+            it reports them (vLLM's ``num_cached_tokens``); None where the server reports none.
     """
 
     won: bool = False
@@ -90,6 +92,7 @@ class PlayResult:
     max_global_steps: int | None = None
     request_id: str = ""
     seed_key: str | None = None
+    first_cached_tokens: int | None = None
 
 
 @dataclasses.dataclass

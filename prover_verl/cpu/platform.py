@@ -1,11 +1,14 @@
 """The ``cpu`` platform of verl's :class:`verl.plugin.platform.PlatformRegistry`.
 
 verl resolves its accelerator once per process through the registry (``VERL_PLATFORM`` overrides the
-auto-detection). This one is chosen on any machine with ``VERL_PLATFORM=cpu``, and by auto-detection only on a
-node with no accelerator at all (:func:`node_accelerators`). A Ray actor that asked for no GPU sees no CUDA device
-(Ray sets ``CUDA_VISIBLE_DEVICES=""``), and where ``nvidia-smi`` is not installed verl's CUDA probe then fails too:
-such an actor of a GPU job must still fall through to verl's ``nvidia`` default, or the trainer would build CPU
-resource bundles and gloo groups for a GPU job.
+auto-detection). This one is chosen on any machine with ``VERL_PLATFORM=cpu``, and by auto-detection only in a
+process whose node has no accelerator at all (:func:`node_accelerators`) and whose Ray cluster, if it is in one,
+declares none either (:func:`cluster_accelerators`). A Ray actor that asked for no GPU sees no CUDA device (Ray sets
+``CUDA_VISIBLE_DEVICES=""``), and where ``nvidia-smi`` is not installed verl's CUDA probe then fails too: such an
+actor of a GPU job must still fall through to verl's ``nvidia`` default, or the trainer would build CPU resource
+bundles and gloo groups for a GPU job. The same holds for verl's TaskRunner on a head node without any GPU (a
+KubeRay head, a login node) in a cluster whose workers have them: the cluster's resources decide there. A cluster
+whose GPU nodes join only later (an autoscaler) shows none at start: set ``VERL_PLATFORM`` there.
 """
 
 from __future__ import annotations
@@ -41,6 +44,27 @@ def node_accelerators(dev: str = "/dev", proc: str = "/proc", which=shutil.which
     if torch.cuda.is_available():
         found.append("torch.cuda")
     return sorted(found)
+
+
+# Ray resources of accelerators (Ray's built-in GPU/TPU/HPU/NPU/neuron_cores names); CPU-only smoke clusters that
+# declare fake GPUs choose this platform by VERL_PLATFORM=cpu, never by detection
+RAY_ACCELERATOR_RESOURCES = ("GPU", "NPU", "HPU", "TPU", "neuron_cores")
+
+
+def cluster_accelerators(resources: dict[str, float] | None = None) -> dict[str, float]:
+    """The accelerators the Ray cluster this process is connected to declares, by resource (empty: none, or no
+    cluster).
+
+    Args:
+        resources: The cluster's resources (default: ``ray.cluster_resources()`` when Ray is initialized here).
+    """
+    if resources is None:
+        import ray  # here: a process outside Ray (a script, the CPU tests) never imports it for this
+
+        if not ray.is_initialized():
+            return {}
+        resources = ray.cluster_resources()
+    return {name: resources[name] for name in RAY_ACCELERATOR_RESOURCES if resources.get(name, 0) > 0}
 
 
 class _DeviceModule(ModuleType):
@@ -91,9 +115,11 @@ class PlatformCPU(PlatformBase):
 
     def is_platform_available(self, use_smi_check: bool = False) -> bool:
         # auto-detection tries verl's accelerators first (registration order); reaching this one means none was
-        # visible to this process, which is also what a GPU-less actor of a GPU node sees: only a node without any
-        # accelerator is a CPU machine (else verl falls back to its `nvidia` default, as without this plugin)
-        return not node_accelerators()
+        # visible to this process, which is also what a GPU-less actor of a GPU node sees, and what verl's
+        # TaskRunner sees on a GPU-less head node of a GPU cluster: only a node without any accelerator, in a
+        # cluster without any, is a CPU machine (else verl falls back to its `nvidia` default, as without this
+        # plugin)
+        return not node_accelerators() and not cluster_accelerators()
 
     def current_device(self) -> str:
         # verl uses the "device id" as a torch device (`.to(get_device_id())`); on CPU that is "cpu", as

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -15,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from prover_verl.cpu.assets import ASSET_PARTS, asset_key, complete, recipe_env, source_roots, store_assets
+from prover_verl.metrics import read_logged_metrics
 
 # seconds a run's processes get to exit after SIGTERM before they are killed
 KILL_GRACE_S = 10.0
@@ -131,9 +131,4 @@ def end_session(sid: int, grace_s: float = KILL_GRACE_S) -> None:
 
 def logged_steps(smoke_dir: Path, steps: int) -> dict[int, dict]:
     """Metrics per step from verl's file logger of the run with ``steps`` steps (``metrics_step<steps>.jsonl``)."""
-    merged: dict[int, dict] = {}
-    for line in (smoke_dir / f"metrics_step{steps}.jsonl").read_text().splitlines():
-        if line.strip():
-            row = json.loads(line)
-            merged.setdefault(row["step"], {}).update(row["data"])
-    return merged
+    return read_logged_metrics(smoke_dir / f"metrics_step{steps}.jsonl")

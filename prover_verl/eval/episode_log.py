@@ -1,12 +1,15 @@
 """The validation-episode log: written by the agent loop (``env.eval_log_dir``), read by :mod:`prover_verl.eval.tables`.
 
-One JSON line per episode in ``<log_dir>/episodes-<pid>.jsonl`` (one file per process, so lines never interleave).
+One JSON line per episode in ``<log_dir>/episodes-<host>-<pid>.jsonl``: one file per process, so lines never
+interleave, named by host too, since processes of different nodes can share a pid and, on shared storage, a folder.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import socket
 from collections.abc import Mapping
 from typing import Any
 
@@ -46,5 +49,16 @@ def log_episode(
         "stop": stop,
     }
     os.makedirs(log_dir, exist_ok=True)
-    with open(os.path.join(log_dir, f"episodes-{os.getpid()}.jsonl"), "a") as f:
-        f.write(json.dumps(record) + "\n")
+    line = (json.dumps(record) + "\n").encode()
+    # one write of the whole line to a file opened for appending: a record is never split by a buffer flush
+    fd = os.open(os.path.join(log_dir, log_file_name()), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def log_file_name() -> str:
+    """This process's log file: ``episodes-<host>-<pid>.jsonl`` (the host name reduced to ``[A-Za-z0-9._-]``)."""
+    host = re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname()) or "host"
+    return f"episodes-{host}-{os.getpid()}.jsonl"

@@ -2,7 +2,8 @@
 
 ``python -m prover_verl.eval.tables --run GRPO=logs/grpo --run ProVer=logs/prover --baseline GRPO --out results``
 (or ``--logs logs``: every run logged under a folder, named by its path there) writes ``tables.md`` and one CSV
-per benchmark:
+per benchmark; with ``--val-data val.parquet`` (``recipes/eval/run_eval.sh`` passes it) each run must hold an
+episode of every validation task, and the tables fail naming the missing ones:
 
 * ALFWorld: success rate (%) per task type and over all tasks, on valid_seen (in-distribution, verl-agent's
   published number) when logged, else valid_unseen; with both logged, also a row per split (``alfworld_valid_seen``,
@@ -50,6 +51,46 @@ def load_episodes(log_dir: str | os.PathLike, step: int | None = None) -> list[d
     if not kept:
         raise ValueError(f"{log_dir}: no episodes at step {wanted}")
     return kept
+
+
+def validation_tasks(paths: list[str | os.PathLike]) -> set[tuple[str, str]]:
+    """The ``(env, task_id)`` of every row of the validation parquet files (``python -m prover_verl.data``)."""
+    import pandas as pd
+
+    tasks = set()
+    for path in paths:
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"validation data {path} does not exist")
+        for extra in pd.read_parquet(path, columns=["extra_info"])["extra_info"]:
+            tasks.add((str(extra["env"]), str(extra["task_id"])))
+    if not tasks:
+        raise ValueError(f"validation data {[str(p) for p in paths]} holds no rows")
+    return tasks
+
+
+def check_complete(episodes: list[dict], tasks: set[tuple[str, str]], run: str) -> None:
+    """Fail unless ``episodes`` (one run at one step) hold every validation task and no other.
+
+    A missing task is an episode that was never logged or a log file that was lost (a node's local disk, a line
+    overwritten on shared storage); a table over the others would silently be over fewer, easier or harder, tasks.
+
+    Raises:
+        ValueError: Naming the run, the step, and the missing (or foreign) tasks.
+    """
+    seen = {(str(ep["env"]), str(ep["task_id"])) for ep in episodes}
+    step = episodes[0]["step"] if episodes else None
+    problems = []
+    for what, found in (("have no episode", tasks - seen), ("are not in the validation data", seen - tasks)):
+        if found:
+            listed = ", ".join(f"{env}/{task}" for env, task in sorted(found)[:10])
+            more = f" and {len(found) - 10} more" if len(found) > 10 else ""
+            problems.append(f"{len(found)} tasks {what}: {listed}{more}")
+    if problems:
+        raise ValueError(
+            f"run '{run}' at step {step} is incomplete ({len(seen & tasks)} of {len(tasks)} validation tasks): "
+            + "; ".join(problems)
+            + " (on several nodes, env.eval_log_dir must be on storage every node writes to)"
+        )
 
 
 def find_runs(root: str | os.PathLike) -> dict[str, Path]:
@@ -251,6 +292,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--logs", default=None, help="also every run logged under this folder, named by its path")
     parser.add_argument("--baseline", default=None, help="run name to report relative gains against")
     parser.add_argument("--step", type=int, default=None, help="evaluation step to use (default: latest)")
+    parser.add_argument(
+        "--val-data",
+        action="append",
+        default=[],
+        help="validation parquet the runs played (repeatable): every run must hold an episode of each of its tasks",
+    )
     parser.add_argument("--out", default="results/tables")
     args = parser.parse_args(argv)
     if not args.run and args.logs is None:
@@ -261,7 +308,13 @@ def main(argv: list[str] | None = None) -> None:
         if not sep:
             parser.error(f"--run expects NAME=LOG_DIR, got {spec!r}")
         log_dirs[name] = log_dir
-    runs = {name: benchmark_rows(load_episodes(log_dir, args.step)) for name, log_dir in log_dirs.items()}
+    tasks = validation_tasks(args.val_data) if args.val_data else None
+    runs = {}
+    for name, log_dir in log_dirs.items():
+        episodes = load_episodes(log_dir, args.step)
+        if tasks is not None:
+            check_complete(episodes, tasks, name)
+        runs[name] = benchmark_rows(episodes)
     md = write_tables(runs, args.out, args.baseline)
     print(md.read_text())
     print(f"written to {args.out}")

@@ -22,7 +22,7 @@ class Continuation:
         won: It ended in success.
         env_steps: Environment steps it took.
         gen_tokens: Tokens it generated.
-        cached_prefix_tokens: Tokens of its fork prefix sent to the replica whose prefix cache holds them.
+        cached_prefix_tokens: Prompt tokens of its first turn the server served from its prefix cache (as reported).
         stale: Some of its turns came from other weights than the trajectory it continues (the policy changed).
     """
 
@@ -47,7 +47,7 @@ class Verification:
         env_steps: Environment steps all continuations took.
         gen_tokens: Tokens all continuations generated.
         failed: Continuations that raised and were left out of the rates.
-        cached_prefix_tokens: Fork-prefix tokens of all continuations routed to the replica that holds them.
+        cached_prefix_tokens: Prompt tokens of all continuations' first turns the servers served from cache.
         stale: Continuations sampled (in part) with other weights than the trajectory's.
         before_runs: Each continuation's outcome from the state before, in index order (None: it raised).
         after_runs: The same after (empty when the segment ends the episode: nothing was sampled).

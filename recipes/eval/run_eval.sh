@@ -30,6 +30,19 @@ set -- "${SPECS[@]+"${SPECS[@]}"}"
 [ $# -ge 2 ] || { sed -n 2,19p "$0"; exit 2; }
 EVAL_ENV=$1; shift
 OUT=${OUT:-results/eval/$EVAL_ENV}
+# the validation data the tables must find an episode of each task for: the last data.val_files after --, else
+# the recipe's (recipes/common.sh, or the smoke's)
+VAL_DATA=""
+for arg in "${HYDRA[@]+"${HYDRA[@]}"}"; do
+  case "$arg" in data.val_files=*) VAL_DATA=${arg#data.val_files=} ;; esac
+done
+if [ -z "$VAL_DATA" ]; then
+  if [ ${#SMOKE[@]} -gt 0 ]; then VAL_DATA=${SMOKE_DIR:-${TMPDIR:-/tmp}/prover_smoke/${EVAL_ENV}_grpo}/data/val.parquet
+  else VAL_DATA=${DATA_DIR:-$HOME/data/prover/$EVAL_ENV}/val.parquet; fi
+fi
+VAL_ARGS=()
+IFS=, read -r -a VAL_LIST <<<"${VAL_DATA//[\[\]\'\"]/}"  # a hydra list [a,b] too
+for path in "${VAL_LIST[@]}"; do VAL_ARGS+=(--val-data "$path"); done
 for spec in "$@"; do
   name=${spec%%=*}; ckpt=${spec#*=}; ckpt=${ckpt%/}  # verl parses the step from the directory name
   [ -d "$ckpt" ] || { echo "no checkpoint directory: $ckpt" >&2; exit 2; }
@@ -54,4 +67,5 @@ done
 BASELINE=${BASELINE:-GRPO}
 BASELINE_ARGS=()
 if compgen -G "$OUT/logs/$BASELINE/episodes-*.jsonl" >/dev/null; then BASELINE_ARGS=(--baseline "$BASELINE"); fi
-python3 -m prover_verl.eval.tables --logs "$OUT/logs" "${BASELINE_ARGS[@]+"${BASELINE_ARGS[@]}"}" --out "$OUT"
+python3 -m prover_verl.eval.tables --logs "$OUT/logs" "${BASELINE_ARGS[@]+"${BASELINE_ARGS[@]}"}" "${VAL_ARGS[@]}" \
+  --out "$OUT"

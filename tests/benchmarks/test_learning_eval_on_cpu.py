@@ -5,6 +5,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from tests.conftest import write_val_data
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -14,7 +16,7 @@ def _learning_out(root: Path, val_samples: int = 1) -> Path:
     (root / "base" / "data").mkdir(parents=True)
     (root / "results.json").write_text(json.dumps({"settings": {"val_samples": val_samples}}))
     (root / "base" / "base.json").write_text(json.dumps({"settings": {"env": "keydoor", "env_kwargs": "{}"}}))
-    (root / "base" / "data" / "val.parquet").touch()
+    write_val_data(root / "base" / "data" / "val.parquet")
     for run, ranks in (("grpo_seed1", 1), ("grpo_seed2", 1), ("prover_oracle1.0_seed1", 2), ("gigpo_seed1", None)):
         for part in ("model/config.json", "model/imitation.json", "data/train.parquet"):  # as cpu_smoke.sh leaves them
             (root / "runs" / run / part).parent.mkdir(parents=True, exist_ok=True)

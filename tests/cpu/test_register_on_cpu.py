@@ -147,6 +147,11 @@ def test_cpu_platform_is_detected_only_on_a_node_without_any_accelerator(tmp_pat
     assert not PlatformCPU().is_platform_available(use_smi_check=True)  # verl then falls back to `nvidia`
     monkeypatch.setattr(cpu_platform, "node_accelerators", lambda: [])
     assert PlatformCPU().is_platform_available(use_smi_check=True)
+    # the Ray cluster's declared resources decide too (a GPU-less head node of a GPU cluster)
+    assert cpu_platform.cluster_accelerators({"CPU": 8.0, "GPU": 0.0, "memory": 1e9}) == {}
+    assert cpu_platform.cluster_accelerators({"CPU": 8.0, "GPU": 16.0, "NPU": 0.0}) == {"GPU": 16.0}
+    monkeypatch.setattr(cpu_platform, "cluster_accelerators", lambda: {"GPU": 16.0})
+    assert not PlatformCPU().is_platform_available(use_smi_check=True)
 
 
 def test_cpu_engines_are_registered_and_build_unpinned_and_without_flash_attn(tmp_path):

@@ -6,17 +6,21 @@ actions played on a local, uncrashed env.
 """
 
 import asyncio
+import concurrent.futures
+import contextlib
 import importlib.util
 import os
 import pickle
 import random
 import signal
+import threading
 import time
 
 import pytest
 import ray
 
 import envs
+from envs import pool as pool_module
 from envs.base import UnknownTaskError
 from envs.local_pool import LocalEnvPool
 from envs.pool import EnvPool, EnvPoolError, EnvTimeoutError, EnvWorkerError
@@ -360,15 +364,36 @@ async def test_errors_and_sync_facade(make_pool):
     with pytest.raises(KeyError):
         pool.sync.step(episode_id, "press 1")
 
-    # a call in flight when the pool shuts down fails instead of waiting forever
-    episode_id, _, _ = await pool.reset()
-    hung = asyncio.ensure_future(pool.step(episode_id, "hang"))
-    await asyncio.sleep(0.5)
     pool.shutdown()
-    with pytest.raises(EnvPoolError, match="shut down during the call"):
-        await hung
     with pytest.raises(EnvPoolError, match="shut down"):
         await pool.step(episode_id, "press 1")
+
+
+def test_call_in_flight_at_shutdown_fails_as_shut_down_and_restarts_nothing(monkeypatch):
+    pool = EnvPool("toy", {"hang_s": 60.0}, num_workers=1, call_timeout_s=120.0)
+    episode_id, _, _ = pool.sync.reset(task_id="code-0")
+    spawn, spawned = pool._spawn, []
+    monkeypatch.setattr(pool, "_spawn", lambda: spawned.append(1) or spawn())
+    real_kill = pool_module._kill
+
+    def kill_and_let_the_pool_notice(actor):
+        real_kill(actor)
+        if threading.current_thread() is threading.main_thread():
+            # the worst order a loaded machine can give: the pool's loop sees the death before shutdown goes on
+            with contextlib.suppress(Exception):
+                hung.exception(timeout=60)
+
+    with concurrent.futures.ThreadPoolExecutor(1) as executor:
+        hung = executor.submit(pool.sync.step, episode_id, "hang")
+        deadline = time.monotonic() + 30
+        while not pool._slots[0].lock.locked() and time.monotonic() < deadline:  # the step holds its worker
+            time.sleep(0.01)
+        time.sleep(0.2)  # the call reaches the worker
+        monkeypatch.setattr(pool_module, "_kill", kill_and_let_the_pool_notice)
+        pool.shutdown()
+        err = hung.exception(timeout=60)
+    assert isinstance(err, EnvPoolError) and "shut down during the call" in str(err), err
+    assert (spawned, pool.stats()["crashes"], pool.stats()["restarts"]) == ([], 0, 0)
 
 
 def test_bad_configuration_fails_at_start():

@@ -117,3 +117,25 @@ def test_webshop_score_is_the_purchase_score_not_the_reward():
     # verl-agent's protocol rewards a win with 10: the score column reads the logged purchase score
     rows = benchmark_rows([ep("webshop", "beauty", 1, reward=10.0, score=1.0), ep("webshop", "beauty", 0, score=0.5)])
     assert rows["webshop"] == {"score": 75.0, "success": 50.0}
+
+
+def test_tables_fail_naming_the_validation_tasks_a_run_has_no_episode_of(tmp_path):
+    import pandas as pd
+
+    val = tmp_path / "val.parquet"
+    rows = [{"extra_info": {"env": "keydoor", "task_id": f"t{i}", "split": "test"}} for i in range(12)]
+    pd.DataFrame(rows).to_parquet(val)
+    episodes = [ep("keydoor", "c", 1, task_id=f"t{i}") for i in range(12)]
+    complete = write(tmp_path, "complete", episodes)
+    partial = write(tmp_path, "partial", episodes[:5] + episodes[6:7])  # a node's file lost: t5, t7..t11 missing
+    out = str(tmp_path / "o")
+    main(["--run", f"A={complete}", "--val-data", str(val), "--out", out])
+    with pytest.raises(
+        ValueError,
+        match=r"run 'B' at step 10 is incomplete \(6 of 12 validation tasks\): 6 tasks "
+        r"have no episode: keydoor/t10, keydoor/t11, keydoor/t5, keydoor/t7, keydoor/t8, keydoor/t9",
+    ):
+        main(["--run", f"A={complete}", "--run", f"B={partial}", "--val-data", str(val), "--out", out])
+    foreign = write(tmp_path, "foreign", [*episodes, ep("keydoor", "c", 1, task_id="other")])
+    with pytest.raises(ValueError, match="1 tasks are not in the validation data: keydoor/other"):
+        main(["--run", f"C={foreign}", "--val-data", str(val), "--out", out])

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.conftest import write_val_data
+
 ROOT = Path(__file__).resolve().parents[2]
 # flash-attn is a GPU package: CPU dry runs choose an attention implementation that needs none
 SDPA = "+actor_rollout_ref.model.override_config.attn_implementation=sdpa"
@@ -134,7 +136,9 @@ def test_eval_recipe_tables_hold_the_runs_of_every_call(tmp_path, stub_verl_path
     """On CPU each checkpoint needs a call of its own (its SMOKE_DIR): the second call's tables.md keeps the first
     call's run (verl stubbed: GRPO loses its episode, ProVer wins it)."""
     (tmp_path / "ckpt" / "global_step_1").mkdir(parents=True)
-    path = {"PATH": stub_verl_path, "DATA_DIR": "/data/x", "OUT": "eval_out"}
+    (tmp_path / "data").mkdir()
+    write_val_data(tmp_path / "data" / "val.parquet")
+    path = {"PATH": stub_verl_path, "DATA_DIR": str(tmp_path / "data"), "OUT": "eval_out"}
     for spec in ("GRPO=ckpt/global_step_1", "ProVer (oracle 1.0)=ckpt/global_step_1"):
         out = run_recipe("eval/run_eval.sh", tmp_path, "keydoor", spec, **path)
         assert out.returncode == 0, out.stderr[-3000:]

@@ -107,6 +107,26 @@ def test_reports_verl_sync_mode_so_verl_takes_its_sync_branches():
         trainer.trainer_mode = "async"
 
 
+def test_refilling_failed_groups_is_bounded_per_step(monkeypatch):
+    # verl's sync sampler calls the refill for every failed group until the batch is full: a node whose env pool
+    # cannot start failed every prompt routed to it, and the step looped for ever
+    cls = get_trainer_cls("prover_sync")
+    submitted = []
+    monkeypatch.setattr(trainer_base.PPOTrainer, "_add_prompts_to_generate", lambda self, n: submitted.append(n))
+    monkeypatch.setattr(trainer_base.PPOTrainer, "prepare_step", lambda self: {})
+    trainer = object.__new__(cls)
+    trainer.config = OmegaConf.create({"data": {"train_batch_size": 2}})
+    trainer.global_steps = 7
+    for _step in range(2):  # the count starts again at each step
+        trainer.prepare_step()
+        for _ in range(4 * 2):  # 4 batches of 2: allowed
+            trainer._add_prompts_to_generate(1)
+    with pytest.raises(RuntimeError, match=r"step 7: 9 prompts refilled for failed groups, more than 4 batches of 2"):
+        for _ in range(1000):  # what verl's loop would do
+            trainer._add_prompts_to_generate(1)
+    assert len(submitted) == 2 * 8
+
+
 async def test_padding_rows_carry_no_credit_or_counters(monkeypatch, make_loop, make_config, scripted_server):
     config = _full_config(make_config, "prover")
     outputs = await _outputs(make_loop, scripted_server(), config)
