@@ -1,5 +1,5 @@
-"""Shared test fixtures: a tiny locally trained tokenizer, a scripted rollout server, a toy env and a stub of verl's
-program for the recipes (all CPU)."""
+"""Shared test fixtures: a tiny locally trained tokenizer, a scripted rollout server, a toy env, a stub of verl's
+program for the recipes and the CPU smoke's cache of tiny models (all CPU)."""
 
 import asyncio
 import collections
@@ -7,6 +7,7 @@ import json
 import os
 import re
 import sys
+from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
@@ -272,3 +273,13 @@ def stub_verl_path(tmp_path) -> str:
     stub.write_text(STUB_VERL.replace("PYTHON", sys.executable))
     stub.chmod(0o755)
     return f"{stub.parent}{os.pathsep}{os.environ['PATH']}"
+
+
+@pytest.fixture(scope="session")
+def smoke_asset_cache(request, tmp_path_factory) -> Path:
+    """The folder where CPU smoke runs share the tiny models and data they build (``asset_cache`` of
+    :func:`prover_verl.cpu.smoke.run_smoke`, keyed by every setting and source file that shapes a build): in
+    pytest's cache, so that a rerun of unchanged code skips the minutes of imitation (``--cache-clear`` empties
+    it), or, with ``-p no:cacheprovider``, a folder of this run only."""
+    cache = getattr(request.config, "cache", None)
+    return cache.mkdir("smoke_assets") if cache is not None else tmp_path_factory.mktemp("smoke_assets")

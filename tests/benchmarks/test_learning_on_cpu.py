@@ -154,7 +154,7 @@ LEARNING_ARGS = [
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1200)  # 3x its 6.5 min on a quiet 2-core machine: under load in CI it ran past 900 s
 def test_grpo_learns_the_single_door_key_in_the_real_loop(tmp_path):
     report = learning.main(LEARNING_ARGS + ["--out", str(tmp_path), "--work", str(tmp_path / "work")])
     (run,) = json.loads((tmp_path / "results.json").read_text())["runs"]["grpo"]

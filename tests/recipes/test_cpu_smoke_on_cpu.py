@@ -9,8 +9,9 @@ the three envs, on Search-QA with a tiny model of the real checkpoint's vision-l
 baseline (GRPO, GiGPO, RLOO, PPO) once, on Search-QA, the cheapest env; the GRPO case's env workers search
 through ``python -m envs.searchqa.server``'s API (a server in this process) instead of their own index. The
 ALFWorld ProVer case then runs again with 3 steps, which must resume from that checkpoint, with the policy as
-the judge. The tiny model and data of an env are built once and shared by its cases. Slow (3-5 minutes a run
-on 2 cores): marked ``slow`` and given a time budget.
+the judge. The tiny model and data of an env are built once and shared by its cases (the ``smoke_asset_cache``
+fixture: by every setting that shapes them, also across pytest runs). Slow (3-5 minutes a run on 2 cores): marked
+``slow`` and given a time budget.
 """
 
 from __future__ import annotations
@@ -33,23 +34,30 @@ from prover_verl.eval.group_log import read_groups
 from prover_verl.trainer import DUMP_ENV as BATCH_DUMP_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
-# per run; a machine shared with other work may need more (PROVER_SMOKE_TIMEOUT_S)
-RUN_TIMEOUT_S = float(os.environ.get("PROVER_SMOKE_TIMEOUT_S", 900))
+# per run, the tiny model's build and imitation included: at least 3x a run's time on a quiet 2-core machine (the
+# WebShop case, imitation 4 min, about 8 min); a machine shared with other work may need more
+# (PROVER_SMOKE_TIMEOUT_S): on 2 cores shared with 7 other people's work its imitation alone took 26 min
+RUN_TIMEOUT_S = float(os.environ.get("PROVER_SMOKE_TIMEOUT_S", 1500))
 REPLICAS = 2  # recipes/common.sh: N_GPUS=2 under --cpu-smoke
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2 * RUN_TIMEOUT_S + 120)]
 VL_ARCH = "qwen3_5_vl"
-_ASSETS: dict[tuple[str, str], Path] = {}  # (env, arch) -> smoke dir whose tiny model and data later cases copy
 
 
 def run_smoke(
-    recipe: str, smoke_dir: Path, steps: int, judge: str = "heuristic", arch: str = "qwen3", **variables: str
+    recipe: str,
+    smoke_dir: Path,
+    steps: int,
+    cache: Path,
+    judge: str = "heuristic",
+    arch: str = "qwen3",
+    overrides: tuple[str, ...] = (),
+    **variables: str,
 ) -> None:
-    """Run ``recipe --cpu-smoke`` in ``smoke_dir`` with the batch and replica dumps on, sharing the env's assets."""
-    key = (recipe.split("/")[1], arch)
+    """Run ``recipe --cpu-smoke`` in ``smoke_dir`` with the batch and replica dumps on, its tiny model and data
+    from (or into) the asset ``cache``."""
     dumps = {BATCH_DUMP_ENV: str(smoke_dir / "batches"), REPLICA_DUMP_ENV: str(smoke_dir / "replica")}
     variables = {"SMOKE_JUDGE": judge, "SMOKE_ARCH": arch, **dumps, **variables}
-    smoke.run_smoke(ROOT / recipe, smoke_dir, steps, _ASSETS.get(key), RUN_TIMEOUT_S, **variables)
-    _ASSETS.setdefault(key, smoke_dir)
+    smoke.run_smoke(ROOT / recipe, smoke_dir, steps, None, RUN_TIMEOUT_S, overrides, asset_cache=cache, **variables)
 
 
 def load_dump(smoke_dir: Path, step: int) -> dict:
@@ -301,19 +309,21 @@ class CountingRetriever:
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)
-def test_cpu_smoke_trains_validates_and_checkpoints(tmp_path, case):
+def test_cpu_smoke_trains_validates_and_checkpoints(tmp_path, case, smoke_asset_cache):
     recipe, estimator, arch = case
     smoke_dir = tmp_path / "smoke"
     server = retriever = None
-    variables = {}
-    if recipe == "recipes/searchqa/run_grpo_qwen3.5_2b.sh":  # the env workers ask a retrieval server
+    overrides = ()
+    if recipe == "recipes/searchqa/run_grpo_qwen3.5_2b.sh":
         from envs.searchqa.server import serve_in_thread
 
         retriever = CountingRetriever(tmp_path / "index")
         server, url = serve_in_thread(retriever)
-        variables["ENV_KWARGS"] = json.dumps({"retriever_url": url})
+        # the run's env workers ask the retrieval server; the tiny model and data are the other cases' (ENV_KWARGS
+        # would make them, and the expert's imitation, its own)
+        overrides = (f"env.kwargs='{json.dumps({'retriever_url': url})}'",)
     try:
-        run_smoke(recipe, smoke_dir, steps=2, arch=arch, **variables)
+        run_smoke(recipe, smoke_dir, 2, smoke_asset_cache, arch=arch, overrides=overrides)
     finally:
         if server is not None:
             server.shutdown()
@@ -325,7 +335,7 @@ def test_cpu_smoke_trains_validates_and_checkpoints(tmp_path, case):
     print(json.dumps({k: v for k, v in steps[2].items() if k.startswith(("prover/", "timing_s/", "actor/kl"))}))
     if recipe == CASES[0][0]:
         # resume from the step-2 checkpoint, with the policy's own replica as the judge this time
-        run_smoke(recipe, smoke_dir, steps=3, judge="policy")
+        run_smoke(recipe, smoke_dir, 3, smoke_asset_cache, judge="policy")
         resumed = logged_steps(smoke_dir, 3)
         assert set(resumed) == {3}, f"the resumed run logged steps {sorted(resumed)}, not only step 3"
         check_policy_judge_step(resumed[3])
