@@ -168,12 +168,92 @@ class Searcher:
         return None if found is None else Document(found)
 
 
-def open_searcher(index_dir: str | os.PathLike) -> Searcher:
-    """Open a :class:`Searcher` on ``index_dir``, failing with the path in the message if it is no index."""
+class CorruptIndexError(ValueError):
+    """A Lucene index whose files fail Lucene's own checksums (or cannot be read); the message says how to rebuild
+    it."""
+
+
+def index_bytes(index_dir: Path) -> int:
+    """Total size of the files of ``index_dir``."""
+    return sum(p.stat().st_size for p in index_dir.iterdir() if p.is_file())
+
+
+def check_index(index_dir: str | os.PathLike, full: bool, rebuild: str) -> int:
+    """Check the files of an index's latest commit against the checksums Lucene keeps in each file's footer.
+
+    Args:
+        index_dir: The index.
+        full: Read every byte (``CodecUtil.checksumEntireFile``: catches flipped bytes anywhere, reading the whole
+            index); else only each file's footer (``CodecUtil.retrieveChecksum``: catches truncation and a damaged
+            end, reading a few bytes a file).
+        rebuild: How to rebuild the index, for the error message.
+
+    Returns:
+        The number of files checked.
+
+    Raises:
+        CorruptIndexError: a file fails its check, is missing, or the commit cannot be read (the message names the
+            file and says ``rebuild``).
+    """
+    start_jvm()
+    from jnius import JavaException, autoclass
+
+    directory = autoclass("org.apache.lucene.store.FSDirectory").open(
+        autoclass("java.nio.file.Paths").get(str(index_dir))
+    )
+    codec = autoclass("org.apache.lucene.codecs.CodecUtil")
+    once = autoclass("org.apache.lucene.store.IOContext").READONCE
+    name = "segments_N"
+    keep_jvm_signal_handlers()
+    try:
+        commit = autoclass("org.apache.lucene.index.SegmentInfos").readLatestCommit(directory)
+        names = list(commit.files(True).toArray())
+        for name in names:
+            source = directory.openInput(name, once)
+            try:
+                if full:
+                    codec.checksumEntireFile(source)
+                else:
+                    codec.retrieveChecksum(source)
+            finally:
+                source.close()
+    except JavaException as err:
+        # the first line is the Java exception's own (e.g. "CorruptIndexException: checksum failed ...")
+        what = str(err).removeprefix("JVM exception occurred: ").splitlines()[0][:300]
+        raise CorruptIndexError(
+            f"Lucene index {index_dir} is corrupt (file {name}: {what}); rebuild it with:\n  {rebuild}"
+        ) from None
+    finally:
+        directory.close()
+    return len(names)
+
+
+# Indexes up to this size have every byte checked at open (a second or so a GB from the page cache); bigger ones
+# only their footers, unless the caller asks for the full check (the retrieval server, one process per node).
+FULL_CHECK_BYTES = 512 << 20
+
+
+def open_searcher(
+    index_dir: str | os.PathLike, full_check: bool | None = None, rebuild: str = "the command that built it"
+) -> Searcher:
+    """Open a :class:`Searcher` on ``index_dir`` after checking it (:func:`check_index`).
+
+    Args:
+        index_dir: The index.
+        full_check: Check every byte (True), only the files' footers (False), or every byte where the index is at
+            most :data:`FULL_CHECK_BYTES` (None).
+        rebuild: How to rebuild the index, for the error a corrupt one raises.
+
+    Raises:
+        FileNotFoundError: no index there (the message names the path).
+        CorruptIndexError: the index fails its checksums.
+    """
     start_jvm()
     index_dir = Path(index_dir)
     if not index_dir.is_dir() or not any(index_dir.glob("segments_*")):
         raise FileNotFoundError(f"no Lucene index at {index_dir} (expected a directory with segments_* files)")
+    full = index_bytes(index_dir) <= FULL_CHECK_BYTES if full_check is None else full_check
+    check_index(index_dir, full, rebuild)
     return Searcher(index_dir)
 
 

@@ -25,8 +25,12 @@ class TableSpec:
         categories: The per-category columns, in this order (always present, ``None`` where no episode fell in
             one); empty: one column per category seen, sorted, and no others.
         category_names: Logged category -> column name (categories not listed keep their name).
-        totals: Column -> episode field averaged over all episodes (e.g. ``{"all": "won"}``).
+        totals: Column -> episode field averaged over all episodes (e.g. ``{"all": "won"}``); ``"a|b"``: field
+            ``a``, or ``b`` in an episode without ``a``.
         mean_column: A column holding the unweighted mean of the per-category columns.
+        split_names: Validation split -> what it measures (e.g. ``valid_seen`` -> ``in-distribution``): episodes of
+            these splits are tabulated apart. The benchmark's own row is the first listed split that was logged (the
+            published number), and with two or more splits logged each also gets a row ``<env>_<split>``.
     """
 
     headline: str
@@ -35,6 +39,7 @@ class TableSpec:
     category_names: dict[str, str] = dataclasses.field(default_factory=dict)
     totals: dict[str, str] = dataclasses.field(default_factory=dict)
     mean_column: str | None = None
+    split_names: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def fixed_columns(self) -> list[str]:
         """The columns of a known position, in order: the listed categories, then the totals."""

@@ -169,6 +169,7 @@ def build(
     tables: dict[str, tuple[str, ...]] | None = None,
     store_raw: bool = False,
     external_index: str | os.PathLike | None = None,
+    records_only: bool = False,
 ) -> Path:
     """Build a store at ``out``, atomically.
 
@@ -184,6 +185,7 @@ def build(
         store_raw: Keep each document's JSON in the index (:func:`index_collection`).
         external_index: A prebuilt Lucene index to search instead of building one (its document ids must be the
             records' keys); recorded by absolute path and by the names and sizes of its files.
+        records_only: A store of keyed records alone, with no index (its manifest's ``index`` is None).
 
     Returns:
         ``out``, resolved.
@@ -206,7 +208,10 @@ def build(
             extra = fill(builder) or {}
         finally:
             builder.close()
-        if external_index is None:
+        if records_only:
+            tmp.mkdir()
+            index = None
+        elif external_index is None:
             if builder.num_docs == 0:
                 raise ValueError(f"no documents to index into the {kind} store {out}")
             index_collection(builder.shard_dir, tmp, threads, store_raw)
@@ -247,14 +252,15 @@ class Store:
         root: The store directory.
         manifest: Its ``store.json``.
         fingerprint: Content fingerprint (equal for stores prepared from the same data).
-        index_dir: The Lucene index it searches (``root`` itself unless it was prepared with a prebuilt one).
+        index_dir: The Lucene index it searches (``root`` itself unless it was prepared with a prebuilt one; None
+            for a store of records alone).
     """
 
     def __init__(self, root: Path, manifest: dict[str, Any]):
         self.root = root
         self.manifest = manifest
         self.fingerprint: str = manifest["fingerprint"]
-        self.index_dir = (root / manifest["index"]).resolve()
+        self.index_dir = None if manifest["index"] is None else (root / manifest["index"]).resolve()
         self._db = None
         if (root / RECORDS).is_file():
             uri = f"{(root / RECORDS).as_uri()}?mode=ro&immutable=1"
@@ -326,6 +332,13 @@ def iter_json_array(path: Path, what: str) -> Iterator[tuple[int, Any]]:
     Raises:
         ValueError: not a JSON list, or malformed (the message names the file and the element).
     """
+    try:
+        yield from _iter_json_array(path, what)
+    except UnicodeDecodeError as err:  # read in chunks: the codec's message names neither the file nor the place
+        raise ValueError(f"{what} file {path} is not valid JSON: it is not UTF-8 text ({err.reason})") from None
+
+
+def _iter_json_array(path: Path, what: str) -> Iterator[tuple[int, Any]]:
     decoder = json.JSONDecoder()
     with open(path, encoding="utf-8") as f:
         buf, pos, eof, i, expect = "", 0, False, 0, "["  # expect: "[", "first" element or "]", ",", "element"

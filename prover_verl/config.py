@@ -251,6 +251,8 @@ class EnvConfig:
         name: Registered environment (``alfworld``, ``webshop``, ``searchqa``); a data row's
             ``extra_info.env`` overrides it.
         kwargs: Constructor arguments of the environment (data paths, ``max_steps``, ...).
+        protocol: The env's named protocol (``envs/<env>/protocol.py``: e.g. Search-QA's ``search_r1``), put into
+            ``kwargs`` as ``protocol``; None: ``kwargs``'s own, else the env's default.
         pool_workers: Ray env-worker processes per node, shared by all agent-loop workers of the node (each loads
             the env's data once); 0 runs the envs in each agent-loop process instead.
         max_turns: Most policy turns per episode.
@@ -264,6 +266,7 @@ class EnvConfig:
 
     name: str = "alfworld"
     kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    protocol: str | None = None
     pool_workers: int = 0
     max_turns: int = 50
     max_obs_chars: int = 2000
@@ -275,6 +278,14 @@ class EnvConfig:
         p = "env"
         _check(isinstance(self.name, str) and bool(self.name), "name", self.name, "an environment name", p)
         _check(isinstance(self.kwargs, dict), "kwargs", self.kwargs, "a mapping", p)
+        _check(self.protocol is None or isinstance(self.protocol, str), "protocol", self.protocol, "a name", p)
+        if self.protocol is not None:
+            if self.kwargs.get("protocol", self.protocol) != self.protocol:
+                raise ValueError(
+                    f"env.protocol={self.protocol!r} and env.kwargs.protocol={self.kwargs['protocol']!r} disagree; "
+                    "give one"
+                )
+            self.kwargs["protocol"] = self.protocol  # every consumer (pools, adapters, data) reads the kwargs
         _check(
             _is_int(self.pool_workers) and self.pool_workers >= 0,
             "pool_workers",

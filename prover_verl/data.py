@@ -4,13 +4,19 @@
 and validation splits and writes ``train.parquet`` and ``val.parquet`` in the row format verl's RLHFDataset
 reads. The agent loop builds its prompts from the environment itself; the ``prompt`` column only names the
 task (verl's dataset requires one). Validation rows carry ``verify: false``, so ProVer never runs on them.
+
+``--protocol NAME`` plays the env under one of its named protocols (``envs/<env>/protocol.py``; e.g. WebShop's and
+ALFWorld's ``verl_agent``): it is passed to the env, and its train and validation splits are the defaults (ALFWorld's
+``verl_agent``: ``valid_seen`` and ``valid_unseen``). ``--val-split`` takes several splits, comma-separated.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,26 +55,45 @@ def task_rows(
     return rows
 
 
+def protocol_splits(env_name: str, protocol: str) -> tuple[str, tuple[str, ...]]:
+    """The train split and validation splits of ``env_name``'s protocol ``protocol``.
+
+    Raises:
+        ValueError: the env has no protocols, or none of that name (the message lists them).
+    """
+    try:
+        module = importlib.import_module(f"envs.{env_name}.protocol")
+    except ModuleNotFoundError:
+        raise ValueError(f"environment '{env_name}' has no named protocols (no envs/{env_name}/protocol.py)") from None
+    data = module.resolve(protocol)["data"]
+    return data["train_split"], tuple(data["val_splits"])
+
+
 def write_dataset(
     env_name: str,
     out_dir: str | os.PathLike,
     train_split: str,
-    val_split: str,
+    val_split: str | Sequence[str],
     env_kwargs: dict[str, Any] | None = None,
     max_train: int | None = None,
     max_val: int | None = None,
 ) -> dict[str, Path]:
-    """Write ``train.parquet`` (ProVer verifies these) and ``val.parquet`` (it never does) to ``out_dir``."""
+    """Write ``train.parquet`` (ProVer verifies these) and ``val.parquet`` (it never does) to ``out_dir``.
+
+    ``val_split`` may name several splits (a sequence, or comma-separated): ``val.parquet`` lists the tasks of each
+    (``max_val`` per split), every row naming its split.
+    """
     import pandas as pd
 
+    val_splits = val_split.split(",") if isinstance(val_split, str) else list(val_split)
     out = Path(out_dir).expanduser()
     out.mkdir(parents=True, exist_ok=True)
     paths = {}
-    for name, split, verify, limit in [("train", train_split, True, max_train), ("val", val_split, False, max_val)]:
-        rows = task_rows(env_name, split, verify, env_kwargs or {}, limit)
+    for name, splits, verify, limit in [("train", [train_split], True, max_train), ("val", val_splits, False, max_val)]:
+        rows = [row for split in splits for row in task_rows(env_name, split, verify, env_kwargs or {}, limit)]
         paths[name] = out / f"{name}.parquet"
         pd.DataFrame(rows).to_parquet(paths[name])
-        print(f"{env_name}: {len(rows)} {split} tasks -> {paths[name]}")
+        print(f"{env_name}: {len(rows)} {'+'.join(splits)} tasks -> {paths[name]}")
     return paths
 
 
@@ -77,18 +102,26 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--env", required=True, choices=envs.env_names())
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--train-split", default=None, help="default: the env spec's train_split")
-    parser.add_argument("--val-split", default=None, help="default: the env spec's val_split")
+    parser.add_argument("--val-split", default=None, help="comma-separated; default: the protocol's, else the spec's")
     parser.add_argument("--env-kwargs", default="{}", help="JSON constructor arguments (e.g. data paths)")
+    parser.add_argument("--protocol", default=None, help="a named protocol of the env (envs/<env>/protocol.py)")
     parser.add_argument("--max-train", type=int, default=None)
     parser.add_argument("--max-val", type=int, default=None)
     args = parser.parse_args(argv)
     spec = envs.spec(args.env)
+    env_kwargs = json.loads(args.env_kwargs)
+    train_split, val_splits = spec.train_split, (spec.val_split,)
+    if args.protocol is not None:
+        if env_kwargs.get("protocol", args.protocol) != args.protocol:
+            parser.error(f"--protocol {args.protocol} but --env-kwargs names protocol {env_kwargs['protocol']!r}")
+        env_kwargs["protocol"] = args.protocol
+        train_split, val_splits = protocol_splits(args.env, args.protocol)
     write_dataset(
         args.env,
         args.out,
-        args.train_split or spec.train_split,
-        args.val_split or spec.val_split,
-        json.loads(args.env_kwargs),
+        args.train_split or train_split,
+        args.val_split or val_splits,
+        env_kwargs,
         args.max_train,
         args.max_val,
     )

@@ -33,12 +33,9 @@ CHAT_TEMPLATE_KWARGS = {"enable_thinking": False}
 def expert_conversation(env_name: str, env_kwargs: dict, task_id: str, split: str) -> list[dict]:
     """The agent loop's messages of one expert episode (system, observation, action, observation, ...)."""
     env = envs.make(env_name, split=split, **env_kwargs)
-    adapter = make_adapter(env_name)
+    adapter = make_adapter(env_name, env_kwargs=env_kwargs)
     obs, info = env.reset(options={"task_id": task_id})
-    messages = [
-        {"role": "system", "content": adapter.system},
-        {"role": "user", "content": adapter.observation_message(obs, info)},
-    ]
+    messages = adapter.initial_messages(obs, info)
     for action in env.expert_actions():
         reply = f"<action>{action}</action>" if adapter.tagged_action else action
         messages.append({"role": "assistant", "content": reply})

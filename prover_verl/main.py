@@ -13,6 +13,7 @@ import sys
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from envs.protocol import selected as selected_protocol
 from prover_verl.config import EnvConfig, GiGPOConfig, ProverConfig
 from prover_verl.preflight import (
     check_attention,
@@ -42,6 +43,7 @@ def check_config(config: DictConfig) -> None:
         api_key(prover.judge)  # the key variable must be set here, and forwarded to the Ray workers
     env = EnvConfig.from_mapping(config.get("env"))
     check_env_name(env.name)
+    selected_protocol(env.name, env.kwargs)  # an unknown protocol fails here, naming the known ones
     if isinstance(config.get("env", {}).get("kwargs"), str):
         config.env.kwargs = env.kwargs
     get_adv_estimator_fn(config.algorithm.adv_estimator)

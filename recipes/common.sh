@@ -6,6 +6,8 @@
 #   MODEL_PATH   model directory or hub id        (default: Qwen/Qwen3.5-${MODEL_SIZE})
 #   DATA_DIR     train/val parquet from prover_verl.data (default: ~/data/prover/${ENV_NAME})
 #   ENV_KWARGS   JSON constructor args of the env, e.g. '{"data_dir": "/data/alfworld"}' (default: {})
+#   PROTOCOL     the env's named protocol (docs/environments.md), put into ENV_KWARGS as "protocol" (default per
+#                env below: Search-QA's is search_r1, Search-R1's published setting; empty: the env's default)
 #   N_GPUS       GPUs per node = FSDP ranks and rollout replicas per node (default 8)
 #   AGENT_WORKERS  verl agent-loop worker processes (rollout.agent.num_workers; default 8)
 #   ENV_WORKERS  env worker processes per node, shared by the node's agent-loop workers (env.pool_workers; default 4)
@@ -22,6 +24,16 @@ set -euo pipefail
 MODEL_PATH=${MODEL_PATH:-Qwen/Qwen3.5-${MODEL_SIZE}}
 DATA_DIR=${DATA_DIR:-$HOME/data/prover/${ENV_NAME}}
 ENV_KWARGS=${ENV_KWARGS:-"{}"}
+# PROTOCOL: the env's named protocol (envs/<env>/protocol.py; the WebShop and ALFWorld recipes set theirs, see
+# docs/environments.md), added to ENV_KWARGS; make the data with the same one (python -m prover_verl.data --protocol).
+if [ -n "${PROTOCOL:-}" ]; then
+  ENV_KWARGS=$(python3 -c '
+import json, sys
+kwargs, name = json.loads(sys.argv[1]), sys.argv[2]
+if kwargs.setdefault("protocol", name) != name:
+    sys.exit("PROTOCOL=%s but ENV_KWARGS names protocol %r" % (name, kwargs["protocol"]))
+print(json.dumps(kwargs))' "$ENV_KWARGS" "$PROTOCOL") || exit 2
+fi
 TOTAL_STEPS=${TOTAL_STEPS:-150}
 PROJECT=${PROJECT:-prover}
 EXPERIMENT=${EXPERIMENT:-${ENV_NAME}_${ESTIMATOR}_qwen3.5_${MODEL_SIZE,,}}
@@ -53,12 +65,22 @@ NNODES=${NNODES:-1}
 case "$ENV_NAME" in
   alfworld) MAX_TURNS=50; PROMPT_LEN=2048; RESPONSE_LEN=8192; BATCH=16; GROUP=8 ;;
   webshop)  MAX_TURNS=15; PROMPT_LEN=2048; RESPONSE_LEN=6144; BATCH=16; GROUP=8 ;;
-  searchqa) MAX_TURNS=4;  PROMPT_LEN=1024; RESPONSE_LEN=4096; BATCH=64; GROUP=5 ;;
+  # Search-QA: search_r1's 4 searching turns and a last one to answer (the default protocol stops at 4)
+  searchqa) MAX_TURNS=5;  PROMPT_LEN=1024; RESPONSE_LEN=4096; BATCH=64; GROUP=5; PROTOCOL=${PROTOCOL-search_r1} ;;
   # the toy with a known pivot (envs/keydoor): at most 10 rooms, a line of text each
   keydoor)  MAX_TURNS=10; PROMPT_LEN=512;  RESPONSE_LEN=1536; BATCH=16; GROUP=8 ;;
   *) echo "unknown ENV_NAME=$ENV_NAME" >&2; exit 2 ;;
 esac
 BATCH=${TRAIN_BATCH:-$BATCH}
+if [ -n "${PROTOCOL:-}" ]; then  # one place for it: data, imitation and the run all read ENV_KWARGS
+  ENV_KWARGS=$(python3 -c '
+import json, sys
+kwargs, name = json.loads(sys.argv[1]), sys.argv[2]
+given = kwargs.get("protocol", name)
+if given != name:
+    sys.exit(f"ENV_KWARGS protocol={given!r} and PROTOCOL={name!r} disagree; give one")
+print(json.dumps({**kwargs, "protocol": name}))' "$ENV_KWARGS" "$PROTOCOL")
+fi
 # Per model size: the token budget of one micro batch per GPU with verl's dynamic batch size (actor, and by default
 # ref and rollout log-probs, and the critic); docs/reproduce.md has the arithmetic. It must hold the longest
 # sequence, prompt + response (ALFWorld: 10240). Micro batch sizes in sequences are not set: with dynamic batch

@@ -1,5 +1,9 @@
 """``prover_verl.data``: one dataset row per task, the spec's default splits, verify flags, limits, empty splits."""
 
+import json
+import shutil
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -76,3 +80,32 @@ def test_alfworld_defaults_are_its_spec_splits(tmp_path, monkeypatch):
     assert (len(train), len(val)) == (12, 6)  # the shipped games
     assert {e["split"] for e in val["extra_info"]} == {"valid_unseen"}
     assert set(train["data_source"]) == {f"alfworld/{t}" for t in envs.spec("alfworld").table.category_names}
+
+
+def test_a_protocol_sets_the_splits_alfworld_validates_in_and_out_of_distribution(tmp_path, monkeypatch):
+    monkeypatch.delenv("ALFWORLD_DATA", raising=False)
+    root = tmp_path / "alfworld"
+    shipped = Path(envs.make("alfworld").data_dir) / "json_2.1.1"
+    for split, source in [("train", "train"), ("valid_seen", "train"), ("valid_unseen", "valid_unseen")]:
+        first = sorted((shipped / source).iterdir())[0]
+        shutil.copytree(first, root / "json_2.1.1" / split / first.name)
+    kwargs = json.dumps({"data_dir": str(root)})
+    data.main(["--env", "alfworld", "--out", str(tmp_path / "d"), "--protocol", "verl_agent", "--env-kwargs", kwargs])
+    val = pd.read_parquet(tmp_path / "d" / "val.parquet")
+    assert [e["split"] for e in val["extra_info"]] == ["valid_seen", "valid_unseen"]  # verl-agent's ID and OOD
+    assert not any(e["verify"] for e in val["extra_info"])
+    with pytest.raises(ValueError, match="unknown ALFWorld protocol 'search_r1'; known: default, verl_agent"):
+        data.main(["--env", "alfworld", "--out", str(tmp_path / "x"), "--protocol", "search_r1"])
+    with pytest.raises(ValueError, match="'keydoor' has no named protocols"):
+        data.main(["--env", "keydoor", "--out", str(tmp_path / "x"), "--protocol", "verl_agent"])
+    with pytest.raises(SystemExit):  # two protocols named
+        data.main(["--env", "alfworld", "--out", str(tmp_path / "x"), "--protocol", "verl_agent",
+                   "--env-kwargs", '{"protocol": "default"}'])  # fmt: skip
+
+
+@pytest.mark.slow
+def test_webshop_verl_agent_protocol_trains_on_goals_from_500(tmp_path):
+    data.main(["--env", "webshop", "--out", str(tmp_path), "--protocol", "verl_agent", "--max-val", "3"])
+    train, val = (pd.read_parquet(tmp_path / f"{name}.parquet") for name in ("train", "val"))
+    assert train["extra_info"][0]["task_id"] == "500" and len(train) > 500  # synthetic goals of the shipped files
+    assert [e["task_id"] for e in val["extra_info"]] == ["0", "1", "2"]

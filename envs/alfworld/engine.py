@@ -39,6 +39,7 @@ from textworld.core import GameState
 from textworld.envs import PddlEnv
 
 from envs._shared import fingerprint
+from envs.alfworld.games import check_predicates
 
 
 def _copy_facts(pddl_state: Any) -> tuple:
@@ -146,6 +147,8 @@ class Engine:
             self.rewind()
             return self.state
         loaded, self.game_file = self.game_file, None  # unknown state until the reset succeeds
+        if loaded != game_file or stamp != self._stamp:
+            check_predicates(game_file)  # before the translator, which exits the process on some of them
         try:
             if loaded != game_file or stamp != self._stamp:
                 self._stamp = None

@@ -3,8 +3,8 @@
 Observations are ALFWorld's own text: the first one is ALFWorld's intro (what the agent sees, then
 ``Your task is to: ...``), later ones the feedback of each command. ``info["admissible_actions"]`` are
 ALFWorld's admissible commands; a command that is not admissible gets ALFWorld's "Nothing happens." and counts
-as a step. The reward is 1.0 on the step that wins (ALFWorld's ``won``), else 0.0; episodes are truncated after
-``max_steps`` steps, and a finished episode takes no more steps.
+as a step. The reward is the protocol's ``win_reward`` (1.0; verl-agent's 10.0) on the step that wins (ALFWorld's
+``won``), else 0.0; episodes are truncated after ``max_steps`` steps, and a finished episode takes no more steps.
 
 A snapshot names its game (the game file's path and the SHA-256 of its content) and its state by the commands
 since reset, with the index of each one's operator, the digest of the game's translation and the last
@@ -19,6 +19,7 @@ import os
 from typing import Any
 
 from envs._shared import file_digest, load_once
+from envs.alfworld import protocol as protocols
 from envs.alfworld.games import TASK_TYPES, GameInfo, discover_games, resolve_data_dir
 from envs.base import EnvState, StepReturn, TextEnv, UnknownTaskError
 
@@ -34,8 +35,10 @@ class AlfWorldEnv(TextEnv):
             small generated set shipped in ``envs/alfworld/data``.
         split: ``train``, ``valid_seen`` or ``valid_unseen`` (the shipped set has ``train`` and
             ``valid_unseen``).
-        max_steps: Steps before truncation.
+        max_steps: Steps before truncation; None: the protocol's (50 in every preset).
         restore_method: ``native`` (default) or ``replay``; both are exact, native is faster.
+        protocol: A preset of :data:`envs.alfworld.protocol.PROTOCOLS`: the reward of a win (1, or verl-agent's 10)
+            and the step limit here; its prompt and data parts are read by the agent loop and the data writer.
 
     Raises:
         FileNotFoundError: the data root or its split folder is missing (the message names the path).
@@ -48,10 +51,14 @@ class AlfWorldEnv(TextEnv):
         self,
         data_dir: str | os.PathLike | None = None,
         split: str = "train",
-        max_steps: int = 50,
+        max_steps: int | None = None,
         restore_method: str = "native",
+        protocol: str = protocols.DEFAULT,
     ):
-        super().__init__(max_steps)
+        settings = protocols.resolve(protocol)["env"]
+        super().__init__(settings["max_steps"] if max_steps is None else max_steps)
+        self.protocol = protocol
+        self.win_reward = float(settings["win_reward"])
         if restore_method not in RESTORE_METHODS:
             raise ValueError(f"restore_method must be one of {RESTORE_METHODS}, got '{restore_method}'")
         self.data_dir = resolve_data_dir(data_dir)
@@ -131,7 +138,7 @@ class AlfWorldEnv(TextEnv):
         self._obs = state.feedback
         self._won = bool(state["won"])
         truncated = not self._won and len(self._actions) >= self.max_steps
-        return self._obs, 1.0 if self._won else 0.0, self._won, truncated, self._info()
+        return self._obs, self.win_reward if self._won else 0.0, self._won, truncated, self._info()
 
     def _info(self) -> dict[str, Any]:
         return {

@@ -12,6 +12,7 @@ import dataclasses
 import json
 import logging
 import os
+import re
 from pathlib import Path
 
 from envs._shared import load_once
@@ -158,3 +159,56 @@ def _skipped_text(skipped: dict[str, list[str]], shown: int = 3) -> str:
         first = ", ".join(sorted(folders)[:shown]) + (", ..." if len(folders) > shown else "")
         parts.append(f"{len(folders)} {why} ({first})")
     return f"{sum(map(len, skipped.values()))} trials skipped: " + "; ".join(parts)
+
+
+# Words that open a parenthesised PDDL form of a problem but are no predicate.
+_PDDL_WORDS = frozenset(
+    {"define", "problem", "domain", "and", "or", "not", "imply", "exists", "forall", "when", "=", "either", "minimize",
+     "maximize", "+", "-", "*", "/", "<", ">", "<=", ">=", "increase", "decrease", "total-time"}
+)  # fmt: skip
+_OPEN = re.compile(r"\(\s*([^\s()]+)")
+
+
+def _section(text: str, keyword: str) -> str:
+    """The text of every ``(keyword ...)`` form of ``text`` (the balanced parentheses), joined."""
+    out = []
+    for match in re.finditer(rf"\(\s*{re.escape(keyword)}\b", text, re.IGNORECASE):
+        depth, end = 0, match.start()
+        for end in range(match.start(), len(text)):
+            depth += {"(": 1, ")": -1}.get(text[end], 0)
+            if depth == 0:
+                break
+        out.append(text[match.end() : end])
+    return "\n".join(out)
+
+
+def undeclared_predicates(domain: str, problem: str) -> list[str]:
+    """Predicates a PDDL problem uses that its domain's ``(:predicates ...)`` (or ``(:functions ...)``) does not
+    declare, in order of first use (PDDL names are case-insensitive).
+
+    fast-downward's translator meets such a predicate in a goal with ``sys.exit`` (the process ends, no exception),
+    and in the initial state ignores it: the game plays as if the fact were not there.
+    """
+    domain, problem = (re.sub(r";[^\n]*", "", text) for text in (domain, problem))
+    declared = {
+        name.lower()
+        for keyword in (":predicates", ":functions", ":derived")
+        for name in _OPEN.findall(_section(domain, keyword))
+    }
+    used = [n for n in _OPEN.findall(problem) if not n.startswith((":", "?")) and n.lower() not in _PDDL_WORDS]
+    return list(dict.fromkeys(n for n in used if n.lower() not in declared))
+
+
+def check_predicates(game_file: str) -> None:
+    """Fail naming ``game_file`` and the predicate when its problem uses a predicate its domain does not declare.
+
+    Raises:
+        ValueError: an undeclared predicate, or an unreadable game file.
+    """
+    game = _read_json(game_file)
+    missing = undeclared_predicates(str(game.get("pddl_domain", "")), str(game.get("pddl_problem", "")))
+    if missing:
+        raise ValueError(
+            f"ALFWorld game {game_file}: its pddl_problem uses the predicate(s) {', '.join(map(repr, missing))}, "
+            "which its pddl_domain's (:predicates ...) does not declare"
+        )

@@ -24,5 +24,7 @@ SPEC = EnvSpec(
         categories=tuple(TASK_COLUMNS.values()),
         category_names=TASK_COLUMNS,
         totals={"all": "won"},
+        # verl-agent validates on valid_seen by default (its published ALFWorld numbers) and on valid_unseen too
+        split_names={"valid_seen": "in-distribution", "valid_unseen": "out-of-distribution"},
     ),
 )

@@ -1,8 +1,10 @@
-"""Search-QA environment in the Search-R1 protocol: search a BM25 knowledge base, then answer.
+"""Search-QA environment: search a BM25 knowledge base, then answer (Search-R1's task).
 
-Each agent turn holds exactly one ``<search>query</search>`` (the reply is the top-k passages inside
-``<information>...</information>``) or one ``<answer>...</answer>`` (ends the episode; reward 1.0 on an exact match
-with a gold answer after SQuAD normalisation). Any other turn gets format feedback and still counts as a step.
+Each agent turn is a ``<search>query</search>`` (the reply is the top-k passages inside
+``<information>...</information>``) or an ``<answer>...</answer>`` (ends the episode; reward 1.0 on an exact match
+with a gold answer after SQuAD normalisation). Any other turn gets the protocol's feedback and still counts as a
+step. How a reply is read and how results are shown is the protocol's (``protocol=``: ``default``, ``search_r1``,
+``verl_agent``; :mod:`envs.searchqa.protocol`, :mod:`envs.searchqa.dialect`).
 
 The state is the question and the parsed turns so far; BM25 is deterministic, so :meth:`SearchQAEnv.restore`
 only reruns the last turn to rebuild its observation.
@@ -12,25 +14,29 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Mapping
 from typing import Any
 
-from envs._lucene import MAX_QUERY_TERMS, MAX_TERM_CHARS, clip_query
+from envs import protocol as protocols
+from envs._lucene import clip_query
 from envs._shared import abs_path, load_once
 from envs.base import EnvState, StepReturn, TextEnv, UnknownTaskError
-from envs.searchqa.answer import Action, exact_match, f1_score, parse_action
+from envs.searchqa import dialect as dialects
+from envs.searchqa.answer import NORMALIZATIONS, exact_match, f1_score
 from envs.searchqa.corpus import (
     DEFAULT_CORPUS,
     DEFAULT_QUESTIONS,
     Question,
     Retriever,
-    load_questions,
+    open_questions,
     open_retriever,
     resolve_questions,
 )
+from envs.searchqa.dialect import Action
+from envs.searchqa.protocol import PROTOCOLS
 from envs.searchqa.remote import RemoteRetriever
 
 _KINDS = ("search", "answer", "invalid")
-_FORMAT = "Reply with <search>your query</search> to search, or <answer>your answer</answer> to give the final answer."
 
 
 class SearchQAEnv(TextEnv):
@@ -45,8 +51,14 @@ class SearchQAEnv(TextEnv):
             shipped questions.
         index_dir: Prebuilt Lucene index; None: the corpus's index, built once into ``cache_dir``.
         split: Question split (the shipped data has ``train`` and ``test``).
+        protocol: The named protocol whose settings the next seven default to (:mod:`envs.searchqa.protocol`).
         max_steps: Turns before the episode is truncated.
         topk: Passages returned per search.
+        dialect: How replies are parsed and results shown: ``prover``, ``search_r1``, ``verl_agent``.
+        prompt_template: The first observation; ``{question}``, ``{max_steps}`` and ``{topk}`` are filled in.
+        question_mark: End the question with ``?`` where it lacks one (Search-R1's data scripts do).
+        normalization: EM/F1 punctuation rule, ``unicode`` or ``ascii`` (:func:`.answer.normalize_answer`).
+        invalid_penalty: Taken off the final reward per invalid turn (``em``, ``won`` are not changed).
         cache_dir: Where built indexes are cached (default ``~/.cache/prover_verl/searchqa``).
         retriever_url: A retrieval server with Search-R1's ``POST /retrieve`` API (Search-R1's e5 server, or
             ``python -m envs.searchqa.server``) instead of an index in this process; then no corpus or index is
@@ -67,24 +79,46 @@ class SearchQAEnv(TextEnv):
         questions_path: str | os.PathLike | None = None,
         index_dir: str | os.PathLike | None = None,
         split: str = "train",
-        max_steps: int = 4,
-        topk: int = 3,
+        protocol: str = protocols.DEFAULT,
+        max_steps: int | None = None,
+        topk: int | None = None,
+        dialect: str | None = None,
+        prompt_template: str | None = None,
+        question_mark: bool | None = None,
+        normalization: str | None = None,
+        invalid_penalty: float | None = None,
         cache_dir: str | os.PathLike | None = None,
         retriever_url: str | None = None,
         retriever_timeout_s: float = 10.0,
         retriever_retries: int = 2,
     ):
-        super().__init__(max_steps)
-        if topk < 1:
-            raise ValueError(f"topk must be >= 1, got {topk}")
-        self.topk = topk
+        given = {
+            "max_steps": max_steps,
+            "topk": topk,
+            "dialect": dialect,
+            "prompt_template": prompt_template,
+            "question_mark": question_mark,
+            "normalization": normalization,
+            "invalid_penalty": invalid_penalty,
+        }
+        self.protocol = protocol
+        self.settings = protocols.settings(self.name, PROTOCOLS, protocol, given)
+        super().__init__(self.settings["max_steps"])
+        self.topk = self.settings["topk"]
+        if not isinstance(self.topk, int) or self.topk < 1:
+            raise ValueError(f"topk must be an integer >= 1, got {self.topk!r}")
+        self.dialect = dialects.dialect(self.settings["dialect"])
+        if self.settings["normalization"] not in NORMALIZATIONS:
+            raise ValueError(f"normalization must be one of {NORMALIZATIONS}, got {self.settings['normalization']!r}")
+        if not isinstance(self.settings["invalid_penalty"], int | float) or self.settings["invalid_penalty"] < 0:
+            raise ValueError(f"invalid_penalty must be a number >= 0, got {self.settings['invalid_penalty']!r}")
+        self._first_observation("a question?")  # a template that cannot be filled fails here, not at reset
         self.split = split
         # the questions first: a split or file typo must fail in seconds, not after the corpus is indexed
         qfile = resolve_questions(questions_path if questions_path is not None else DEFAULT_QUESTIONS, split)
-        key = ("searchqa questions", abs_path(qfile))
-        questions = load_once(key, lambda: load_questions(qfile, split), (qfile,))
+        # by task id: a big file's questions are read from a store shared by the node's env processes
+        self._questions: Mapping[str, Question] = open_questions(qfile, split, cache_dir)
         self.questions_file = qfile
-        self._questions: dict[str, Question] = {q.qid: q for q in questions}
         if retriever_url is not None:
             if corpus_path is not None or index_dir is not None:
                 raise ValueError("give either retriever_url or corpus_path/index_dir, not both")
@@ -137,12 +171,16 @@ class SearchQAEnv(TextEnv):
             raise RuntimeError("SearchQAEnv.step after the episode ended; reset or restore first")
         if not isinstance(action, str):
             raise TypeError(f"a SearchQAEnv action is a string, got {type(action).__name__}")
-        turn = parse_action(action)
+        turn = self.dialect.parse(action)
         self._turns.append(turn)
         obs, info = self._observe()
         terminated = turn.kind == "answer"
         truncated = not terminated and len(self._turns) >= self.max_steps
-        return obs, info["em"] if terminated else 0.0, terminated, truncated, info
+        return obs, self._reward(info) if terminated or truncated else 0.0, terminated, truncated, info
+
+    def _reward(self, info: dict[str, Any]) -> float:
+        """The episode's reward: EM, less the protocol's penalty per invalid turn."""
+        return info["em"] - self.settings["invalid_penalty"] * sum(not t.valid for t in self._turns)
 
     def _over(self) -> bool:
         return bool(self._turns) and (self._turns[-1].kind == "answer" or len(self._turns) >= self.max_steps)
@@ -151,56 +189,64 @@ class SearchQAEnv(TextEnv):
         """Observation and info of the current state (the reply to the last turn: ``reply`` if given)."""
         q = self._question
         answer = self._turns[-1].content if self._turns and self._turns[-1].kind == "answer" else None
-        em = exact_match(answer, q.golden_answers) if answer is not None else 0.0
+        rule = self.settings["normalization"]
+        em = exact_match(answer, q.golden_answers, rule) if answer is not None else 0.0
         info = {
             "won": em == 1.0,
             "admissible_actions": None,
             "task": q.question,
             "step": len(self._turns),
             "em": em,
-            "f1": f1_score(answer, q.golden_answers) if answer is not None else 0.0,
+            "f1": f1_score(answer, q.golden_answers, rule) if answer is not None else 0.0,
             "answer": answer,
             "data_source": q.data_source,
             "num_searches": sum(t.kind == "search" for t in self._turns),
             "action_type": self._turns[-1].kind if self._turns else None,
+            "invalid_turns": sum(not t.valid for t in self._turns),
         }
         self._obs = reply if reply is not None else self._reply(self._turns[-1] if self._turns else None)
         return self._obs, info
 
     def _reply(self, turn: Action | None) -> str:
         if turn is None:
-            return (
-                f"Answer the question below. You have {self.max_steps} turns; in each, reply with exactly one of\n"
-                f"<search>a search query</search> to search the knowledge base (the top {self.topk} passages come "
-                "back between <information> and </information>), or\n"
-                "<answer>a short answer</answer> to give your final answer, which ends the episode.\n\n"
-                f"Question: {self._question.question}"
-            )
+            return self._first_observation(self._question.question)
         if turn.kind == "invalid":
-            return f"Invalid action: {turn.content}. {_FORMAT}"
+            return self.dialect.invalid(turn)
         if turn.kind == "answer":
-            return f"Final answer received: {turn.content}"
+            return self.dialect.answered(turn)
+        if len(self._turns) >= self.max_steps and not self.dialect.searches_on_last_turn:
+            return ""  # the upstream harnesses end the episode before running the last turn's search
         return self.search(turn.content)
+
+    def _first_observation(self, question: str) -> str:
+        question = question.strip()
+        if self.settings["question_mark"] and not question.endswith("?"):
+            question += "?"
+        fields = {"question": question, "max_steps": self.max_steps, "topk": self.topk}
+        try:
+            return self.settings["prompt_template"].format_map(fields)
+        except (KeyError, IndexError, ValueError, AttributeError) as err:
+            raise ValueError(
+                f"searchqa prompt_template cannot be filled ({type(err).__name__}: {err}); it may use {{question}}, "
+                "{max_steps} and {topk}, and must write a literal brace as {{ or }}"
+            ) from None
 
     def search(self, query: str) -> str:
         """The observation a ``<search>query</search>`` turn gets."""
         query, clipped = clip_query(query)
-        hits = self.retriever.search(query, self.topk)
-        body = "\n".join(p.render(rank) for rank, p in enumerate(hits, 1)) if hits else "No passages found."
-        note = f"(Query cut to its first {MAX_QUERY_TERMS} terms of up to {MAX_TERM_CHARS} characters.)\n"
-        note = note if clipped else ""
-        return f"{note}<information>{body}</information>"
+        return self.dialect.results(self.retriever.search(query, self.topk), clipped)
 
     # ------------------------------------------------------------------ fork
     def _fingerprint(self, q: Question) -> str:
         """Data this state's observations depend on: index, corpus, top-k and the question itself."""
-        text = "\x1f".join([self.retriever.fingerprint, str(self.topk), q.qid, q.question, *q.golden_answers])
+        protocol = [str(self.settings[key]) for key in sorted(self.settings) if key != "max_steps"]
+        text = "\x1f".join([self.retriever.fingerprint, *protocol, q.qid, q.question, *q.golden_answers])
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def snapshot(self) -> EnvState:
         if self._question is None:
             raise RuntimeError("SearchQAEnv.snapshot before reset or restore")
-        turns = tuple((t.kind, t.content) for t in self._turns)
+        turns = tuple((t.kind, t.content, t.valid) for t in self._turns)
         payload = (self._fingerprint(self._question), turns)
         if self.retriever.remote:  # the server's answer is part of the state: a fork must not ask again
             payload += (self._obs,)
@@ -211,24 +257,26 @@ class SearchQAEnv(TextEnv):
         q = self._task(state.task_id)
         try:
             fingerprint, raw_turns, *kept = state.payload
-            turns = [Action(kind, content) for kind, content in raw_turns]
+            turns = [Action(kind, content, valid) for kind, content, valid in raw_turns]
         except (TypeError, ValueError):
             kept = None
         if kept is not None and fingerprint != self._fingerprint(q):
             raise ValueError(
-                f"searchqa state of {state.task_id!r} was taken on other data, another retriever or another topk "
-                "than this env has"
+                f"searchqa state of {state.task_id!r} was taken on other data, another retriever or other protocol "
+                "settings (topk, dialect, prompt, normalization, penalty) than this env has"
             )
         if kept is None or len(kept) != int(self.retriever.remote) or not all(isinstance(o, str) for o in kept):
             raise ValueError(
-                "malformed searchqa EnvState payload: expected (fingerprint, ((kind, text), ...)), and the last "
+                "malformed searchqa EnvState payload: expected (fingerprint, ((kind, text, valid), ...)), and the last "
                 "observation where the retriever is remote"
             )
         if len(turns) != state.step_count or len(turns) > self.max_steps:
             raise ValueError(
                 f"searchqa state has {len(turns)} turns, step_count {state.step_count}, max_steps {self.max_steps}"
             )
-        if any(t.kind not in _KINDS for t in turns) or any(t.kind == "answer" for t in turns[:-1]):
+        if any(t.kind not in _KINDS or not isinstance(t.valid, bool) for t in turns) or any(
+            t.kind == "answer" for t in turns[:-1]
+        ):
             raise ValueError("malformed searchqa EnvState: unknown turn kind, or a turn after the answer")
         self._question, self._turns = q, turns
         return self._observe(kept[0] if kept else None)

@@ -1,103 +1,269 @@
-"""A retrieval server with Search-R1's ``POST /retrieve`` API over the local BM25 index, one process per node.
+"""A BM25 retrieval server with Search-R1's ``POST /retrieve`` API, one process per node, on FastAPI and uvicorn
+(as Search-R1's ``retrieval_server.py``).
 
-    python -m envs.searchqa.server --port 8000                           # the shipped corpus
-    python -m envs.searchqa.server --index-dir DIR --port 8000 --host 0.0.0.0
+    python -m envs.searchqa.server --port 8000                                       # the shipped corpus
+    python -m envs.searchqa.server --index-dir STORE --host 0.0.0.0 --port 8000      # a prepared store
+    python -m envs.searchqa.server --index_path wiki-18/bm25 --corpus_path wiki-18.jsonl --topk 3 \\
+        --retriever_name bm25                                                         # Search-R1's own flags
 
-Every Search-QA env worker then opens ``SearchQAEnv(retriever_url="http://HOST:8000/retrieve")`` and holds no index
-or corpus of its own. The same env works against Search-R1's e5 server (``retrieval_server.py``), the paper
-setting's retriever. Requests: ``{"queries": [...], "topk": k, "return_scores": bool}``; replies:
-``{"result": [[{"document": {"id", "contents"}, "score"}, ...], ...]}`` (documents alone without scores).
+Every Search-QA env worker then opens ``SearchQAEnv(retriever_url="http://HOST:8000/retrieve")``, and Search-R1's
+trainer its ``retriever.url``. With Search-R1's BM25 index (its ``index_builder.py``: pyserini ``JsonCollection``,
+ids only, no text) and its ``wiki-18.jsonl``, the corpus's rows are served from a passage store built once on the
+first start (:mod:`envs.searchqa.build_store`, SQLite, read through the page cache), never from the corpus in
+memory. Requests: ``{"queries": [...], "topk": k, "return_scores": bool}`` with any number of queries (a missing,
+null or 0 ``topk`` is ``--topk``); replies: ``{"result": [[{"document": {"id", "contents", ...}, "score"}, ...],
+...]}`` (documents alone without scores). The queries are searched in chunks on a fixed pool of ``--threads``
+threads (the only threads that call into the JVM, so its thread attachments stay fixed), at most ``--threads``
+chunks of one request at a time, and the reply streams out chunk by chunk: a request's memory is bounded by
+``--threads`` x ``--chunk`` queries' hits, whatever its size.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import collections
 import json
+import socket
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
-from envs._lucene import clip_query
-from envs.searchqa.corpus import Retriever, open_retriever
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
 
-MAX_QUERIES = 1024  # per request: Search-R1's clients batch a step's queries
+from envs._lucene import clip_query, default_cache_dir
+from envs.searchqa.corpus import Retriever, open_retriever, passage_store_dir
+
+DEFAULT_TOPK = 3  # Search-R1's --topk default
+MAX_TOPK = 1000  # Lucene keeps a queue of topk hits per query; a huge topk would hold memory for nothing
+DEFAULT_THREADS = 4
+DEFAULT_CHUNK = 64  # queries per pool task: large enough to amortise a task's overhead, small for memory
 
 
-def retrieve(retriever: Retriever, request: Any) -> dict[str, Any]:
-    """The reply to one ``/retrieve`` request.
+def parse_request(request: Any, default_topk: int = DEFAULT_TOPK) -> tuple[list[str], int, bool]:
+    """The queries, top-k and ``return_scores`` of a ``/retrieve`` request (a missing, null or 0 ``topk``:
+    ``default_topk``, as Search-R1's server).
 
     Raises:
-        ValueError: the request is not ``{"queries": [str, ...], "topk": int >= 1, "return_scores": bool}``.
+        ValueError: the request is not ``{"queries": [str, ...], "topk": int | null, "return_scores": bool}``.
     """
     if not isinstance(request, dict):
         raise ValueError("the request must be a JSON object")
-    queries, topk = request.get("queries"), request.get("topk", 3)
-    if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries) or len(queries) > MAX_QUERIES:
-        raise ValueError(f"'queries' must be a list of at most {MAX_QUERIES} strings")
-    if not isinstance(topk, int) or isinstance(topk, bool) or topk < 1:
-        raise ValueError("'topk' must be an integer >= 1")
-    scores = bool(request.get("return_scores", False))
+    queries, topk = request.get("queries"), request.get("topk") or default_topk
+    if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
+        raise ValueError("'queries' must be a list of strings")
+    if not isinstance(topk, int) or isinstance(topk, bool) or not 1 <= topk <= MAX_TOPK:
+        raise ValueError(f"'topk' must be null, 0 (the server's default, {default_topk}) or an integer 1-{MAX_TOPK}")
+    scores = request.get("return_scores", False)
+    if not isinstance(scores, bool):
+        raise ValueError("'return_scores' must be true or false")
+    return queries, topk, scores
+
+
+def search_chunk(retriever: Retriever, queries: list[str], topk: int, scores: bool) -> list[list[dict]]:
+    """The hits of each query, as Search-R1's server writes them (with or without scores)."""
     result = []
     for query in queries:
-        hits = []
-        for passage, score in retriever.scored(clip_query(query)[0], topk):
-            doc = {"id": passage.docid, "contents": f'"{passage.title}"\n{passage.text}'}
-            hits.append({"document": doc, "score": score} if scores else doc)
-        result.append(hits)
-    return {"result": result}
+        found = retriever.documents(clip_query(query)[0], topk)
+        result.append([{"document": doc, "score": score} if scores else doc for doc, score in found])
+    return result
 
 
-def make_server(retriever: Retriever, host: str = "127.0.0.1", port: int = 8000) -> ThreadingHTTPServer:
-    """A threaded HTTP server answering ``POST /retrieve`` from ``retriever`` (``port=0``: any free port)."""
+def retrieve(retriever: Retriever, request: Any, default_topk: int = DEFAULT_TOPK) -> dict[str, Any]:
+    """The reply to one ``/retrieve`` request, in this thread (the server streams the same, chunk by chunk).
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-            if self.path.rstrip("/") != "/retrieve":
-                return self._send(404, {"error": f"no such endpoint {self.path}; use POST /retrieve"})
-            try:
-                length = int(self.headers.get("Content-Length", 0))
-                reply = retrieve(retriever, json.loads(self.rfile.read(length)))
-            except (ValueError, UnicodeDecodeError) as err:  # json.JSONDecodeError is a ValueError
-                return self._send(400, {"error": str(err)})
-            self._send(200, reply)
-
-        def _send(self, status: int, body: dict) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args) -> None:  # one line per request would flood a training run's log
-            pass
-
-    server = ThreadingHTTPServer((host, port), Handler)
-    server.daemon_threads = True
-    return server
+    Raises:
+        ValueError: a malformed request (see :func:`parse_request`).
+    """
+    queries, topk, scores = parse_request(request, default_topk)
+    return {"result": search_chunk(retriever, queries, topk, scores)}
 
 
-def serve_in_thread(retriever: Retriever, host: str = "127.0.0.1", port: int = 0) -> tuple[ThreadingHTTPServer, str]:
-    """Start a server in a daemon thread; return it and its ``/retrieve`` URL (for tests and notebooks)."""
-    server = make_server(retriever, host, port)
-    threading.Thread(target=server.serve_forever, name="searchqa-retriever", daemon=True).start()
-    return server, f"http://{host}:{server.server_address[1]}/retrieve"
+class RetrievalService:
+    """Answers ``/retrieve`` requests from a fixed pool of search threads.
+
+    Args:
+        retriever: The BM25 retriever (its JVM calls are thread-safe).
+        topk: The top-k of a request that gives none (or null, or 0).
+        threads: Search threads (each attaches to the JVM once, for the server's life).
+        chunk: Queries per pool task.
+    """
+
+    def __init__(self, retriever: Retriever, topk: int, threads: int, chunk: int):
+        if threads < 1 or chunk < 1 or not 1 <= topk <= MAX_TOPK:
+            raise ValueError(f"bad server settings: threads={threads}, chunk={chunk}, topk={topk}")
+        self.retriever, self.topk, self.threads, self.chunk = retriever, topk, threads, chunk
+        self.pool = ThreadPoolExecutor(threads, thread_name_prefix="searchqa-search")
+
+    def reply(self, request: Any) -> AsyncIterator[bytes]:
+        """The reply's bytes, chunk by chunk, with at most :attr:`threads` chunks searched or waiting to be sent.
+        Nothing is yielded before the first chunk is searched, so a failing search fails the request as a whole
+        where it can (always for requests of at most ``chunk`` queries, an env worker's).
+
+        Raises:
+            ValueError: a malformed request (at once, before any search).
+        """
+        queries, topk, scores = parse_request(request, self.topk)
+        return self._stream(queries, topk, scores)
+
+    async def _stream(self, queries: list[str], topk: int, scores: bool) -> AsyncIterator[bytes]:
+        loop = asyncio.get_running_loop()
+        starts = iter(range(0, len(queries), self.chunk))
+        pending: collections.deque[asyncio.Future] = collections.deque()
+
+        def submit() -> None:
+            start = next(starts, None)
+            if start is not None:
+                part = queries[start : start + self.chunk]
+                pending.append(loop.run_in_executor(self.pool, search_chunk, self.retriever, part, topk, scores))
+
+        for _ in range(self.threads):
+            submit()
+        opening = b'{"result": ['
+        try:
+            while pending:
+                hits = await pending.popleft()
+                submit()
+                yield opening + json.dumps(hits)[1:-1].encode()
+                opening = b", "
+        finally:  # a client gone mid-reply, or a failed search: searches not started yet are dropped
+            for future in pending:
+                future.cancel()
+        yield (b"" if opening == b", " else opening) + b"]}"  # the opening too where there were no queries
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def make_app(service: RetrievalService) -> FastAPI:
+    """The FastAPI app answering ``POST /retrieve`` from ``service``."""
+    app = FastAPI(title="Search-QA BM25 retrieval (Search-R1 API)")
+
+    @app.post("/retrieve")
+    async def retrieve_endpoint(request: Request):
+        try:
+            stream = service.reply(json.loads(await request.body()))
+        except (ValueError, UnicodeDecodeError) as err:  # json.JSONDecodeError is a ValueError
+            return JSONResponse({"error": str(err)}, status_code=400)
+        try:
+            first = await anext(stream)  # the first chunk searched: its failure is the request's, a 500
+        except Exception as err:  # noqa: BLE001 (whatever the search raised, Java's included, is the reply)
+            return JSONResponse({"error": f"search failed: {type(err).__name__}: {err}"}, status_code=500)
+
+        async def rest() -> AsyncIterator[bytes]:
+            yield first
+            async for part in stream:
+                yield part
+
+        return StreamingResponse(rest(), media_type="application/json")
+
+    return app
+
+
+class RunningServer:
+    """A server running in a daemon thread (:func:`serve_in_thread`).
+
+    Attributes:
+        url: Its ``/retrieve`` URL.
+        service: What answers the requests.
+    """
+
+    def __init__(self, server, thread: threading.Thread, url: str, service: RetrievalService):
+        self._server, self._thread, self.url, self.service = server, thread, url, service
+
+    def close(self) -> None:
+        """Stop serving, wait for the thread, and stop the search pool."""
+        self._server.should_exit = True
+        self._thread.join(timeout=30)
+        self.service.close()
+
+
+def _uvicorn(service: RetrievalService) -> uvicorn.Server:
+    config = uvicorn.Config(make_app(service), log_level="warning", access_log=False, lifespan="off")
+    return uvicorn.Server(config)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, port), family=family)
+
+
+def serve_in_thread(
+    retriever: Retriever,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    topk: int = DEFAULT_TOPK,
+    threads: int = DEFAULT_THREADS,
+    chunk: int = DEFAULT_CHUNK,
+) -> RunningServer:
+    """Start a server in a daemon thread (``port=0``: any free port), for tests and notebooks."""
+    service = RetrievalService(retriever, topk, threads, chunk)
+    server, sock = _uvicorn(service), _bind(host, port)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="searchqa-server", daemon=True)
+    thread.start()
+    url = f"http://{host}:{sock.getsockname()[1]}/retrieve"
+    return RunningServer(server, thread, url, service)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The server's flags: this project's, and Search-R1's ``retrieval_server.py`` ones, which mean the same."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus-path", "--corpus_path", dest="corpus_path", default=None, help="JSONL corpus")
+    parser.add_argument(
+        "--index-dir", "--index_path", dest="index_dir", default=None, help="Lucene index or prepared store"
+    )
+    parser.add_argument("--topk", type=int, default=DEFAULT_TOPK, help="top-k of a request that gives none")
+    parser.add_argument("--retriever-name", "--retriever_name", dest="retriever_name", default="bm25")
+    parser.add_argument("--retriever-model", "--retriever_model", dest="retriever_model", default=None,
+                        help="Search-R1's dense model flag; unused by BM25")  # fmt: skip
+    parser.add_argument("--faiss-gpu", "--faiss_gpu", dest="faiss_gpu", action="store_true",
+                        help="Search-R1's dense index flag; unused by BM25")  # fmt: skip
+    parser.add_argument("--cache-dir", default=None, help="where built indexes and passage stores are kept")
+    parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (0.0.0.0: all, as Search-R1)")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--threads", type=int, default=DEFAULT_THREADS, help="search threads")
+    parser.add_argument("--chunk", type=int, default=DEFAULT_CHUNK, help="queries per search task")
+    args = parser.parse_args(argv)
+    if args.retriever_name.lower() != "bm25":
+        parser.error(
+            f"--retriever_name {args.retriever_name}: this server is BM25 only; serve a dense retriever with "
+            "Search-R1's retrieval_server.py (SearchQAEnv's retriever_url works with either)"
+        )
+    return args
+
+
+def open_for_server(args: argparse.Namespace) -> Retriever:
+    """The retriever the flags name; with both an index and a corpus, their passage store is built first if this is
+    the first start on this data (printing what it does)."""
+    if args.index_dir is not None and args.corpus_path is not None:
+        from envs.searchqa.build_store import build_passages
+        from envs.store import is_store
+
+        corpus, index = Path(args.corpus_path).expanduser().resolve(), Path(args.index_dir).expanduser().resolve()
+        cache = Path(args.cache_dir).expanduser() if args.cache_dir else default_cache_dir("searchqa")
+        out = passage_store_dir(corpus, index, cache)
+        if not is_store(out):
+            print(f"building the passage store of {corpus} in {out} (once)", flush=True)
+            build_passages(corpus, index, out)
+        return open_retriever(corpus, index, cache, passage_store=True, full_check=True)
+    return open_retriever(args.corpus_path, args.index_dir, args.cache_dir, full_check=True)
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus-path", default=None, help="JSONL corpus (default: the shipped one)")
-    parser.add_argument("--index-dir", default=None, help="prebuilt Lucene index (stores the text, or with --corpus)")
-    parser.add_argument("--cache-dir", default=None, help="where an index built from the corpus is kept")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
-    args = parser.parse_args(argv)
-    retriever = open_retriever(args.corpus_path, args.index_dir, args.cache_dir)
-    server = make_server(retriever, args.host, args.port)
-    print(
-        f"serving {retriever.corpus_path or retriever.index_dir} at http://{args.host}:{server.server_address[1]}/retrieve"
-    )
-    server.serve_forever()
+    args = parse_args(argv)
+    retriever = open_for_server(args)
+    service = RetrievalService(retriever, args.topk, args.threads, args.chunk)
+    sock = _bind(args.host, args.port)
+    where = retriever.corpus_path or retriever.index_dir
+    print(f"serving {where} at http://{args.host}:{sock.getsockname()[1]}/retrieve", flush=True)
+    try:
+        _uvicorn(service).run(sockets=[sock])
+    finally:
+        service.close()
 
 
 if __name__ == "__main__":

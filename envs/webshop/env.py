@@ -15,6 +15,10 @@ clicks of the page (``search[...]`` on the search page). Anything else is an inv
 again under an ``Invalid action`` line, and the step counts. ``search`` is only valid on the search page (the
 original accepts it anywhere, but offers it only there).
 
+A protocol (:mod:`envs.webshop.protocol`) picks the goals, splits, step limit, reward and page text: with
+``pages="original"`` (the ``original`` and ``verl_agent`` protocols) the pages are the original text mode's, an
+action is parsed as the original parses it and an invalid one changes nothing, without a notice.
+
 The whole state is the session (goal, page, query, results page, product, chosen options, sub-page and the last
 invalid-action notice), so a snapshot is a handful of strings; search is deterministic (and memoized), so
 :meth:`WebShopEnv.restore` re-renders the page from it, in this process or another one.
@@ -32,14 +36,18 @@ from typing import Any
 from envs import _lucene, store
 from envs._shared import abs_path, load_once
 from envs.base import EnvState, StepReturn, TextEnv, UnknownTaskError
+from envs.webshop import protocol as protocols
 from envs.webshop.catalog import DATA_DIR, Catalog, Goal, Product, load_catalog, open_catalog, resolve_sources
 from envs.webshop.reward import purchase_reward, token_set_ratio
 
 PRODUCTS_PER_PAGE = 10
-SPLITS = ("train", "eval", "test", "all")
-# The original splits of the shuffled human goals: test = [0, 500), eval = [500, 1500), train = the rest.
+# train_and_eval: every goal but the test goals (verl-agent's train split: goals [500, n) on the original bounds)
+SPLITS = ("train", "eval", "test", "all", "train_and_eval")
+SPLIT_SCHEMES = ("default", "original", "verl_agent")
+# The original splits of the shuffled goals: test = [0, 500), eval = [500, 1500), train = the rest.
 ORIGINAL_SPLIT_BOUNDS = (500, 1500)
 SMALL_SPLIT_FRACTIONS = (0.2, 0.1)  # test, eval shares of a goal list too small for the original bounds
+SMALL_FILES = ("items_shuffle_1000.json", "items_ins_v2_1000.json")  # the original's 1,000-product subset
 
 BACK_TO_SEARCH = "back to search"
 NEXT_PAGE = "next >"
@@ -52,6 +60,7 @@ _NAV = (BACK_TO_SEARCH, PREV_PAGE)
 MAX_NOTICE_CHARS = 200
 
 _ACTION = re.compile(r"^\s*([A-Za-z_]+)\s*\[(.*)\]\s*$", re.DOTALL)
+ORIGINAL_SEARCH_ACTION = "search[<your query>]"  # how verl-agent lists the search bar
 _PRICE_CLAUSE = re.compile(r",?\s*and price lower than [\d.]+ dollars\s*$")
 # fmt: off
 _FILLER = frozenset({
@@ -77,16 +86,46 @@ def expert_query(goal: Goal) -> str:
     return " ".join(w.strip(".") for w in words if w.strip(".") not in _FILLER)
 
 
-def split_goal_ids(num_goals: int, split: str) -> list[str]:
-    """Goal ids of a split: the original bounds when there are more than 1500 goals, else 20 % / 10 % / 70 %."""
+def parse_action_original(action: str) -> tuple[str, str | None]:
+    """The original's ``parse_action`` (``re.match(r"(.+)\\[(.+)\\]", action)``, argument lower-cased), in linear time.
+
+    Both groups lie on the first line (``.`` stops at a newline); the greedy name ends at the last ``[`` that has a
+    ``]`` two or more characters after it, and the argument runs to the last ``]``. Anything else is the action's
+    whole text as the name and no argument. (The regex itself backtracks quadratically on a long ``click[[[...``.)
+    """
+    line = action.split("\n", 1)[0]
+    close = line.rfind("]")
+    open_ = line.rfind("[", 1, close - 1) if close >= 3 else -1
+    if open_ < 1:
+        return action, None
+    return line[:open_], line[open_ + 1 : close].lower()
+
+
+def split_goal_ids(num_goals: int, split: str, scheme: str = "default") -> list[str]:
+    """Goal ids of a split under a split scheme.
+
+    * ``default``: the original bounds (test = [0, 500), eval = [500, 1500), train = the rest) when there are more
+      than 1,500 goals, else 20 % / 10 % / 70 %;
+    * ``original``: the original bounds whatever the number of goals (``baseline_models/env.py``);
+    * ``verl_agent``: test = [0, 500) and train = [500, n) (verl-agent's ``goal_idxs``; eval is the original's).
+
+    ``train_and_eval`` is every goal after the test goals, ``all`` every goal.
+    """
     if split not in SPLITS:
         raise ValueError(f"unknown WebShop split {split!r}; choose one of {', '.join(SPLITS)}")
-    if num_goals > ORIGINAL_SPLIT_BOUNDS[1]:
+    if scheme not in SPLIT_SCHEMES:
+        raise ValueError(f"unknown WebShop split scheme {scheme!r}; choose one of {', '.join(SPLIT_SCHEMES)}")
+    if scheme != "default" or num_goals > ORIGINAL_SPLIT_BOUNDS[1]:
         test_end, eval_end = ORIGINAL_SPLIT_BOUNDS
     else:
         test_end = math.ceil(num_goals * SMALL_SPLIT_FRACTIONS[0])
         eval_end = test_end + math.ceil(num_goals * SMALL_SPLIT_FRACTIONS[1])
-    ranges = {"test": (0, test_end), "eval": (test_end, eval_end), "train": (eval_end, num_goals)}
+    ranges = {
+        "test": (0, test_end),
+        "eval": (test_end, eval_end),
+        "train": (test_end if scheme == "verl_agent" else eval_end, num_goals),
+        "train_and_eval": (test_end, num_goals),
+    }
     start, end = ranges.get(split, (0, num_goals))
     return [str(i) for i in range(start, min(end, num_goals))]
 
@@ -115,9 +154,11 @@ class WebShopEnv(TextEnv):
     Args:
         data_dir: Folder with the WebShop files (see :mod:`envs.webshop.catalog`); None: the shipped catalog.
         num_products: Use only the first N products of the product file (as the original's ``num_products``).
-        split: ``train``, ``eval``, ``test`` or ``all`` (see :func:`split_goal_ids`).
-        max_steps: Steps before the episode is truncated.
-        human_goals: Goals from the human instructions (standard benchmark), else the synthetic ones.
+        split: ``train``, ``eval``, ``test``, ``all`` or ``train_and_eval`` (see :func:`split_goal_ids`; the
+            protocol's split scheme says which goals each holds).
+        max_steps: Steps before the episode is truncated; None: the protocol's.
+        human_goals: Goals from the human instructions (standard benchmark), else the synthetic ones; None: the
+            protocol's.
         products_file, attributes_file, human_file, reviews_file: Override one file of ``data_dir``.
         cache_dir: Where the catalog's store is kept (default ``~/.cache/prover_verl/webshop``); data up to
             :data:`envs.store.AUTO_PREPARE_BYTES` is prepared there on first use, larger data needs ``store_dir``.
@@ -125,11 +166,16 @@ class WebShopEnv(TextEnv):
             full catalog is played; every env process opens it read-only and shares its pages.
         index_dir: A prebuilt Lucene index of the products (the original repo's ``search_engine/indexes``), to
             search instead of building one.
+        use_small: Read ``items_shuffle_1000.json`` and ``items_ins_v2_1000.json`` of ``data_dir`` (verl-agent's
+            ``use_small``) even where the full files are there too; None: the protocol's.
+        protocol: A preset of :data:`envs.webshop.protocol.PROTOCOLS` (``default``, ``original``, ``verl_agent``):
+            the defaults of the arguments above, the page text and action parsing, and the reward.
 
     Raises:
         FileNotFoundError: a needed file is missing (the message names it).
         StoreMissingError: no store at ``store_dir``, or large data without one (the message gives the command).
-        ValueError: a malformed file (the message names it) or an unknown split.
+        ValueError: a malformed file (the message names it), an unknown split or protocol, or a store prepared
+            with other goals than the protocol plays.
     """
 
     name = "webshop"
@@ -139,8 +185,8 @@ class WebShopEnv(TextEnv):
         data_dir: str | os.PathLike | None = None,
         num_products: int | None = None,
         split: str = "train",
-        max_steps: int = 15,
-        human_goals: bool = True,
+        max_steps: int | None = None,
+        human_goals: bool | None = None,
         products_file: str | os.PathLike | None = None,
         attributes_file: str | os.PathLike | None = None,
         human_file: str | os.PathLike | None = None,
@@ -148,8 +194,18 @@ class WebShopEnv(TextEnv):
         cache_dir: str | os.PathLike | None = None,
         store_dir: str | os.PathLike | None = None,
         index_dir: str | os.PathLike | None = None,
+        use_small: bool | None = None,
+        protocol: str = protocols.DEFAULT,
     ):
-        super().__init__(max_steps)
+        settings = protocols.resolve(protocol)["env"]
+        super().__init__(settings["max_steps"] if max_steps is None else max_steps)
+        self.protocol = protocol
+        self.pages: str = settings["pages"]
+        self.win_reward: float | None = settings["win_reward"]
+        self.split_scheme: str = settings["split_scheme"]
+        explicit_goals = human_goals
+        human_goals = settings["human_goals"] if human_goals is None else human_goals
+        use_small = settings["use_small"] if use_small is None else use_small
         if num_products is not None and num_products < 1:
             raise ValueError(f"num_products must be >= 1, got {num_products}")
         if split not in SPLITS:
@@ -157,7 +213,7 @@ class WebShopEnv(TextEnv):
         if store_dir is not None:
             given = {"data_dir": data_dir, "num_products": num_products, "products_file": products_file,
                      "attributes_file": attributes_file, "human_file": human_file, "reviews_file": reviews_file,
-                     "index_dir": index_dir, "human_goals": None if human_goals else False}  # fmt: skip
+                     "index_dir": index_dir, "human_goals": explicit_goals}  # fmt: skip
             clash = sorted(k for k, v in given.items() if v is not None)
             if clash:
                 raise ValueError(
@@ -166,8 +222,18 @@ class WebShopEnv(TextEnv):
             manifest = Path(store_dir).expanduser() / store.MANIFEST
             key = ("webshop store", abs_path(store_dir))
             self.catalog: Catalog = load_once(key, lambda: open_catalog(store_dir), (manifest,))
+            prepared = self.catalog.store.manifest["sources"].get("human_goals")
+            if prepared is not None and bool(prepared) != human_goals:
+                kinds = {True: "human goals", False: "synthetic goals (--synthetic-goals)"}
+                raise ValueError(
+                    f"the WebShop store {store_dir} holds {kinds[bool(prepared)]}, but protocol {protocol!r} plays "
+                    f"{kinds[human_goals]}: prepare a store of those, or choose another protocol"
+                )
         else:
             root = Path(data_dir).expanduser() if data_dir is not None else DATA_DIR
+            if use_small:  # verl-agent's use_small: the 1,000-product files, even beside the full ones
+                products_file = products_file if products_file is not None else root / SMALL_FILES[0]
+                attributes_file = attributes_file if attributes_file is not None else root / SMALL_FILES[1]
             files = (products_file, attributes_file, human_file, reviews_file)
             cache = abs_path(cache_dir) if cache_dir is not None else str(_lucene.default_cache_dir("webshop"))
             key = (
@@ -189,7 +255,7 @@ class WebShopEnv(TextEnv):
             cache_path = Path(cache_dir).expanduser() if cache_dir is not None else None
             self.catalog = load_once(key, lambda: load_catalog(sources(), cache_path), (root, *files))
         self.split = split
-        self._task_ids = split_goal_ids(len(self.catalog.goals), split)
+        self._task_ids = split_goal_ids(len(self.catalog.goals), split, self.split_scheme)
         self._session: Session | None = None
 
     # ------------------------------------------------------------------ tasks
@@ -236,25 +302,28 @@ class WebShopEnv(TextEnv):
             raise TypeError(f"a WebShopEnv action is a string, got {type(action).__name__}")
         s.steps += 1
         s.notice = None
-        if not self._apply(s, parse_action(action)):
+        original = self.pages == "original"
+        parsed = parse_action_original(action) if original else parse_action(action)
+        if not self._apply(s, parsed) and not original:  # the original shows the page unchanged, without a word
             s.notice = " ".join(action.split())[:MAX_NOTICE_CHARS]
         obs, info = self._observe()
         terminated = s.page == "done"
         truncated = not terminated and s.steps >= self.max_steps
-        return obs, info.get("reward", 0.0) if terminated else 0.0, terminated, truncated, info
+        return obs, info["reward"] if terminated else 0.0, terminated, truncated, info
 
-    def _apply(self, s: Session, parsed: tuple[str, str] | None) -> bool:
+    def _apply(self, s: Session, parsed: tuple[str, str | None] | None) -> bool:
         """Apply a parsed action to the session; False if it is not valid on the current page."""
-        if parsed is None:
+        if parsed is None or not parsed[1]:
             return False
         kind, arg = parsed
         if kind == "search":
-            if s.page != "search":
+            if s.page != "search" and self.pages != "original":  # the original searches from any page
                 return False
             # the page shows the query the engine ran, cut to its bounds (a 1 MB query must not come back 1 MB)
             s.page, s.keywords, s.page_num, s.asin, s.options = "results", _lucene.clip_query(arg)[0], 1, None, {}
             return True
-        target = self._clickables(s).get(arg) if kind == "click" else None
+        # the search bar's button is listed by the original but not clickable
+        target = self._clickables(s).get(arg) if kind == "click" and arg != "search" else None
         if target is None:
             return False
         if arg == BACK_TO_SEARCH:
@@ -283,12 +352,14 @@ class WebShopEnv(TextEnv):
 
     def _clickables(self, s: Session) -> dict[str, str]:
         """Lowercased click arguments of the current page -> what they point at (asin, option type, button)."""
+        if s.page == "search":
+            return {"search": "search"} if self.pages == "original" else {}
         if s.page == "results":
             ranked = self._results(s)
             out = {BACK_TO_SEARCH: BACK_TO_SEARCH}
             if s.page_num > 1:
                 out[PREV_PAGE] = PREV_PAGE
-            if s.page_num * PRODUCTS_PER_PAGE < len(ranked):
+            if s.page_num * PRODUCTS_PER_PAGE < len(ranked) or self.pages == "original":  # the original: always
                 out[NEXT_PAGE] = NEXT_PAGE
             start = (s.page_num - 1) * PRODUCTS_PER_PAGE
             out.update({asin.lower(): asin for asin in ranked[start : start + PRODUCTS_PER_PAGE]})
@@ -300,6 +371,8 @@ class WebShopEnv(TextEnv):
                 # A value shared by two option types selects the last one, as the original's page; the buttons
                 # keep their meaning over an option value of the same text.
                 out.update({v: option_type for v in values if v not in buttons and v not in _NAV})
+            if self.pages == "original":  # the original lists its buttons before the option values
+                return {**{k: out.pop(k) for k in _NAV}, **buttons, **out}
             return {**out, **buttons}
         if s.page == "sub":
             return {BACK_TO_SEARCH: BACK_TO_SEARCH, PREV_PAGE: PREV_PAGE}
@@ -308,17 +381,28 @@ class WebShopEnv(TextEnv):
     def _observe(self) -> tuple[str, dict[str, Any]]:
         s = self._session
         goal = self.catalog.goals[int(s.goal_id)]
-        info: dict[str, Any] = {"won": False, "task": goal.instruction, "step": s.steps, "page": s.page}
+        info: dict[str, Any] = {"won": False, "task": goal.instruction, "step": s.steps, "page": s.page, "score": 0.0}
+        original = self.pages == "original"
         if s.page == "done":
             product = self.catalog.products[s.asin]
-            reward, parts = purchase_reward(product, goal, self.catalog.prices[s.asin], s.options)
-            info.update(won=reward == 1.0, reward=reward, reward_info=parts, admissible_actions=[])
+            score, parts = purchase_reward(product, goal, self.catalog.prices[s.asin], s.options)
+            won = score == 1.0
+            # the reward the trainer sees: the score, or the protocol's reward for a win (verl-agent: 10, else 0)
+            reward = score if self.win_reward is None else (self.win_reward if won else 0.0)
+            info.update(won=won, reward=reward, score=score, reward_info=parts, admissible_actions=[])
             info["purchased"] = {"asin": s.asin, "options": dict(s.options)}
-            body = self._render_done(product, s, reward)
+            if original:
+                info["available_actions"] = {"has_search_bar": False, "clickables": []}
+            body = self._render_done_original(score) if original else self._render_done(product, s, score)
         else:
-            clicks = self._clickables(s)
-            info["admissible_actions"] = [SEARCH_ACTION] if s.page == "search" else [f"click[{c}]" for c in clicks]
-            body = self._render(s, goal)
+            clicks = list(self._clickables(s))
+            if original:  # the original's get_available_actions, listed as verl-agent lists it
+                info["available_actions"] = {"has_search_bar": s.page == "search", "clickables": clicks}
+                search = [ORIGINAL_SEARCH_ACTION] if s.page == "search" else []
+                info["admissible_actions"] = [*search, *(f"click[{c}]" for c in clicks)]
+            else:
+                info["admissible_actions"] = [SEARCH_ACTION] if s.page == "search" else [f"click[{c}]" for c in clicks]
+            body = self._render_original(s, goal) if original else self._render(s, goal)
         if s.notice is not None:
             body = f"Invalid action: {s.notice}\n{body}"
         return body, info
@@ -350,6 +434,40 @@ class WebShopEnv(TextEnv):
         lines += [product.title, f"Price: {product.price_tag}", f"Rating: {product.rating}"]
         lines += ["[Description] [Features] [Reviews]", "[Buy Now]"]
         return "\n".join(lines)
+
+    def _render_original(self, s: Session, goal: Goal) -> str:
+        """The page in the original's text mode: its template's visible texts, stripped, joined by `` [SEP] ``."""
+        if s.page == "search":
+            return _sep("WebShop", "Instruction:", goal.instruction, "Search")
+        head = ["Instruction:", goal.instruction, "Back to Search"]
+        if s.page == "results":
+            ranked = self._results(s)
+            texts = [*head, f"Page {s.page_num} (Total results: {len(ranked)})"]
+            texts += ["< Prev", "Next >"] if s.page_num > 1 else ["Next >"]
+            start = (s.page_num - 1) * PRODUCTS_PER_PAGE
+            for asin in ranked[start : start + PRODUCTS_PER_PAGE]:
+                p = self.catalog.products[asin]
+                texts += [asin, p.title, p.price_tag]
+            return _sep(*texts)
+        product = self.catalog.products[s.asin]
+        if s.page == "sub":
+            if s.sub_page == "Description":
+                body = [product.description]
+            elif s.sub_page == "Features":
+                body = list(product.bullets)
+            else:
+                body = [t for r in product.reviews for t in (f'"{r.title}"', str(r.score), r.body)]
+            return _sep(*head, "< Prev", *body)
+        texts = [*head, "< Prev"]
+        for option_type, values in product.options.items():
+            texts += [option_type, *values]
+        texts += [product.title, f"Price: {product.price_tag}", f"Rating: {product.rating}"]
+        return _sep(*texts, "Description", "Features", "Reviews", "Buy Now")
+
+    @staticmethod
+    def _render_done_original(score: float) -> str:
+        # The original's done page also holds hidden debugging text; never shown to a policy (the episode ends).
+        return _sep("Thank you for shopping with us!", "Your score (min 0.0, max 1.0)", str(score))
 
     @staticmethod
     def _sub_page_text(product: Product, sub_page: str) -> str:
@@ -443,6 +561,11 @@ class WebShopEnv(TextEnv):
             if value is not None:
                 actions.append(f"click[{value}]")
         return [*actions, f"click[{BUY_NOW}]"]
+
+
+def _sep(*texts: str) -> str:
+    """Visible texts as the original's simple text mode joins them (empty ones have no text node)."""
+    return " [SEP] ".join(t.strip() for t in texts if t.strip())
 
 
 def _closest_option(wanted: str, values: list[str]) -> str | None:

@@ -13,6 +13,7 @@ SPEC = EnvSpec(
         "with exactly one action inside <action></action>."
     ),
     tagged_action=True,
-    # score (mean final reward x 100) and success rate (%)
-    table=TableSpec(headline="success", totals={"score": "reward", "success": "won"}),
+    # score (mean purchase score x 100) and success rate (%); the reward is the score except under verl-agent's
+    # protocol (10 for a win), and logs from before the score was logged have only the reward
+    table=TableSpec(headline="success", totals={"score": "score|reward", "success": "won"}),
 )

@@ -156,7 +156,7 @@ class EnvAgentLoop(AgentLoopBase):
         if "task_id" not in extra:
             raise ValueError(f"{AGENT_NAME} needs extra_info.task_id in every data row, got keys {sorted(extra)}")
         env_name = extra.get("env", self.env_config.name)
-        adapter = make_adapter(env_name, self.env_config.max_obs_chars)
+        adapter = make_adapter(env_name, self.env_config.max_obs_chars, self.env_config.kwargs)
         split = extra.get("split")
         pool = get_env_pool(env_name, self.env_config, None if split is None else str(split))
         episode_id, obs, info = await pool.reset(task_id=str(extra["task_id"]))
@@ -180,10 +180,7 @@ class EnvAgentLoop(AgentLoopBase):
         return prompt_ids
 
     async def _initial_conversation(self, adapter: PromptAdapter, obs: str, info: dict) -> Conversation:
-        messages = [
-            {"role": "system", "content": adapter.system},
-            {"role": "user", "content": adapter.observation_message(obs, info)},
-        ]
+        messages = adapter.initial_messages(obs, info)
         ids = await self.ct_build_initial_tokens(messages)
         return Conversation(messages, list(ids), len(ids), [], [] if self.rollout_config.calculate_log_probs else None)
 
@@ -218,7 +215,7 @@ class EnvAgentLoop(AgentLoopBase):
             if record:
                 state = await pool.snapshot(episode_id)
                 result.marks.append(TurnMark(len(conv.messages), len(conv.token_ids), state, obs, info))
-            params = self._turn_params(sampling_params, len(conv.response_mask))
+            params = {**self._turn_params(sampling_params, len(conv.response_mask)), **adapter.sampling_params()}
             if seed_key is not None:
                 params["seed"] = request_seed(getattr(self.rollout_config, "seed", 0), seed_key, turn)
             output = await self.server_manager.generate(

@@ -4,7 +4,9 @@
 (or ``--logs logs``: every run logged under a folder, named by its path there) writes ``tables.md`` and one CSV
 per benchmark:
 
-* ALFWorld: success rate (%) per task type and over all tasks;
+* ALFWorld: success rate (%) per task type and over all tasks, on valid_seen (in-distribution, verl-agent's
+  published number) when logged, else valid_unseen; with both logged, also a row per split (``alfworld_valid_seen``,
+  ``alfworld_valid_unseen``);
 * WebShop: score (mean final reward x 100) and success rate (%);
 * Search-QA: exact match (%) per dataset and their unweighted mean;
 
@@ -73,6 +75,12 @@ def _tables() -> dict[str, TableSpec]:
     return {spec.name: spec.table for spec in envs.specs() if spec.table is not None}
 
 
+def _field(episode: dict, field: str) -> float:
+    """``episode[field]``; ``"a|b"``: ``a``, else ``b`` (a field older logs lack)."""
+    names = field.split("|")
+    return episode[next((name for name in names if name in episode), names[-1])]
+
+
 def table_row(spec: TableSpec, episodes: list[dict]) -> dict[str, float | None]:
     """The table columns of one run on one benchmark (see :class:`envs.TableSpec`)."""
     row: dict[str, float | None] = {}
@@ -88,16 +96,64 @@ def table_row(spec: TableSpec, episodes: list[dict]) -> dict[str, float | None]:
     if spec.mean_column:
         row[spec.mean_column] = sum(row.values()) / len(row)
     for column, field in spec.totals.items():
-        row[column] = _pct([ep[field] for ep in episodes])
+        row[column] = _pct([_field(ep, field) for ep in episodes])
     return row
 
 
 def benchmark_rows(episodes: list[dict]) -> dict[str, dict[str, float | None]]:
-    """Per benchmark, the table columns of one run."""
+    """Per benchmark, the table columns of one run.
+
+    An env whose table names validation splits (:attr:`envs.TableSpec.split_names`, ALFWorld's in- and
+    out-of-distribution) is tabulated on the first of them that was logged, and with several splits logged each
+    split also gets a row ``<env>_<split>``.
+    """
     by_env: dict[str, list[dict]] = defaultdict(list)
     for ep in episodes:
         by_env[ep["env"]].append(ep)
-    return {name: table_row(spec, by_env[name]) for name, spec in _tables().items() if name in by_env}
+    rows = {}
+    for name, spec in _tables().items():
+        if name not in by_env:
+            continue
+        by_split: dict[str, list[dict]] = defaultdict(list)
+        for ep in by_env[name]:
+            by_split[str(ep.get("split"))].append(ep)
+        listed = [split for split in spec.split_names if split in by_split]
+        if not listed:
+            rows[name] = table_row(spec, by_env[name])
+            continue
+        rows[name] = table_row(spec, by_split[listed[0]])
+        if len(by_split) > 1:
+            for split in [*listed, *sorted(s for s in by_split if s not in spec.split_names)]:
+                rows[f"{name}_{split}"] = table_row(spec, by_split[split])
+    return rows
+
+
+def _env_split(bench: str) -> tuple[str, str | None]:
+    """A benchmark row name (an env, or ``<env>_<split>``) as its env and split."""
+    tables = _tables()
+    if bench in tables:
+        return bench, None
+    name = next(name for name in tables if bench.startswith(f"{name}_"))
+    return name, bench[len(name) + 1 :]
+
+
+def _spec(bench: str) -> TableSpec:
+    """The table spec of a benchmark row name."""
+    return _tables()[_env_split(bench)[0]]
+
+
+def _benches(runs: dict[str, dict]) -> list[str]:
+    """The benchmark rows of any run, each env's own first, then its splits in the order its spec lists them."""
+    present = {bench for tables in runs.values() for bench in tables}
+    out = []
+    for name, spec in _tables().items():
+        splits = sorted(
+            (b for b in present if b.startswith(f"{name}_")),
+            key=lambda b: (list(spec.split_names).index(b[len(name) + 1 :]) if b[len(name) + 1 :] in spec.split_names
+                           else len(spec.split_names), b),
+        )  # fmt: skip
+        out += [name] * (name in present) + splits
+    return out
 
 
 def headlines(runs: dict[str, dict] | None = None) -> dict[str, str]:
@@ -135,11 +191,13 @@ def _fmt(value: float | None) -> str:
 def markdown(runs: dict[str, dict], gains: dict[str, dict] | None = None) -> str:
     """Markdown tables, one per benchmark present in any run."""
     out = []
-    for bench in _tables():
+    for bench in _benches(runs):
         columns = _columns(runs, bench)
         if not columns:
             continue
-        out.append(f"### {bench}\n")
+        split = _env_split(bench)[1]
+        label = f" ({_spec(bench).split_names.get(split, split)})" if split else ""
+        out.append(f"### {bench}{label}\n")
         out.append("| run | " + " | ".join(columns) + " |")
         out.append("|---|" + "---|" * len(columns))
         for name, tables in runs.items():
@@ -159,7 +217,7 @@ def markdown(runs: dict[str, dict], gains: dict[str, dict] | None = None) -> str
 def _columns(runs: dict[str, dict], bench: str) -> list[str]:
     """The columns of ``bench`` in any run: the spec's fixed columns in order, then the others sorted, the mean
     column last."""
-    spec = _tables()[bench]
+    spec = _spec(bench)
     fixed = spec.fixed_columns()
 
     def order(c: str) -> tuple:
@@ -175,7 +233,7 @@ def write_tables(runs: dict[str, dict], out_dir: str | os.PathLike, baseline: st
     gains = relative_gains(runs, baseline) if baseline else None
     md = out / "tables.md"
     md.write_text(markdown(runs, gains))
-    for bench in _tables():
+    for bench in _benches(runs):
         columns = _columns(runs, bench)
         if not columns:
             continue

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # GiGPO baseline (anchor-state step advantages, prover_verl.gigpo) on alfworld with Qwen3.5-2B. Usage: bash recipes/alfworld/run_gigpo_qwen3.5_2b.sh [--dry-run] [hydra overrides...]
+# Protocol: default (docs/environments.md says why); PROTOCOL=verl_agent plays verl-agent's.
 # Variables (MODEL_PATH, DATA_DIR, ENV_KWARGS, N_GPUS, ...) are documented in recipes/common.sh.
 set -euo pipefail
-ENV_NAME=alfworld ESTIMATOR=gigpo MODEL_SIZE=2B source "$(dirname "$0")/../common.sh" "$@"
+ENV_NAME=alfworld PROTOCOL=${PROTOCOL:-default} ESTIMATOR=gigpo MODEL_SIZE=2B source "$(dirname "$0")/../common.sh" "$@"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # PPO baseline (verl's GAE with a critic) on alfworld with Qwen3.5-4B. Usage: bash recipes/alfworld/run_ppo_qwen3.5_4b.sh [--dry-run] [hydra overrides...]
+# Protocol: default (docs/environments.md says why); PROTOCOL=verl_agent plays verl-agent's.
 # Variables (MODEL_PATH, DATA_DIR, ENV_KWARGS, N_GPUS, ...) are documented in recipes/common.sh.
 set -euo pipefail
-ENV_NAME=alfworld ESTIMATOR=gae MODEL_SIZE=4B source "$(dirname "$0")/../common.sh" "$@"
+ENV_NAME=alfworld PROTOCOL=${PROTOCOL:-default} ESTIMATOR=gae MODEL_SIZE=4B source "$(dirname "$0")/../common.sh" "$@"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # RLOO baseline (verl's rloo estimator) on searchqa with Qwen3.5-2B. Usage: bash recipes/searchqa/run_rloo_qwen3.5_2b.sh [--dry-run] [hydra overrides...]
+# Protocol: search_r1 (Search-R1's published setting; PROTOCOL=verl_agent or PROTOCOL= for the env's default).
 # Variables (MODEL_PATH, DATA_DIR, ENV_KWARGS, N_GPUS, ...) are documented in recipes/common.sh.
 set -euo pipefail
 ENV_NAME=searchqa ESTIMATOR=rloo MODEL_SIZE=2B source "$(dirname "$0")/../common.sh" "$@"

@@ -14,7 +14,8 @@ from envs._lucene import MAX_QUERY_TERMS, clip_query
 from envs._shared import file_digest
 from envs.base import EnvState
 from envs.searchqa import corpus
-from envs.searchqa.answer import Action, exact_match, f1_score, normalize_answer, parse_action
+from envs.searchqa.answer import exact_match, f1_score, normalize_answer
+from envs.searchqa.dialect import Action, parse_action
 from envs.searchqa.env import SearchQAEnv
 from tools.make_data import searchqa as make_data
 from tools.make_data.searchqa import answerability
@@ -82,6 +83,19 @@ def test_normalisation_and_exact_match():
     assert exact_match("anything", []) == 0.0
 
 
+def test_normalisation_strips_unicode_punctuation_unless_asked_for_ascii():
+    # before, only ASCII punctuation went: a gold "。" stayed non-empty, so it was accepted and matched "。"
+    assert normalize_answer("。") == "" and normalize_answer("“The” — Paris。") == "paris"
+    assert normalize_answer("l’Étoile, ¿sí?") == "létoile sí"
+    assert normalize_answer("$1+1=2") == "112"  # ASCII symbols, not Unicode punctuation, still go
+    assert exact_match("Paris。", ["“Paris”"]) == 1.0 and f1_score("Don’t Stop", ["dont stop"]) == 1.0
+    # Search-R1's and verl-agent's rule, for their protocols
+    assert normalize_answer("“Paris”。", "ascii") == "“paris”。"
+    assert exact_match("Paris。", ["Paris"], "ascii") == 0.0
+    with pytest.raises(ValueError, match="unknown answer normalization 'latin'; known: unicode, ascii"):
+        normalize_answer("x", "latin")
+
+
 def test_token_f1_values():
     # pred {big, red, dog} vs gold {red, dog, barks}: 2 common, p = r = 2/3
     assert f1_score("the big red dog", ["red dog barks"]) == pytest.approx(2 / 3, abs=1e-12)
@@ -118,7 +132,7 @@ def test_single_hop_expert_episode(env):
     assert q.question in obs and "<search>" in obs and "<answer>" in obs
     assert info == {
         "won": False, "admissible_actions": None, "task": q.question, "step": 0, "em": 0.0, "f1": 0.0,
-        "answer": None, "data_source": "nq_mini", "num_searches": 0, "action_type": None,
+        "answer": None, "data_source": "nq_mini", "num_searches": 0, "action_type": None, "invalid_turns": 0,
     }  # fmt: skip
     actions = env.expert_actions()
     assert actions == [f"<search>{q.expert_queries[0]}</search>", f"<answer>{q.golden_answers[0]}</answer>"]
@@ -258,8 +272,10 @@ def test_restore_rejects_foreign_states(env):
     env.reset(options={"task_id": env.task_ids()[0]})
     env.step("<search>river</search>")
     state = env.snapshot()
-    with pytest.raises(ValueError, match="other data, another retriever or another topk"):
+    with pytest.raises(ValueError, match="other data, another retriever or other protocol settings"):
         SearchQAEnv(topk=2).restore(state)
+    with pytest.raises(ValueError, match="other protocol settings"):  # same topk, another rule for the replies
+        SearchQAEnv(protocol="verl_agent").restore(state)
     with pytest.raises(ValueError, match="malformed"):
         env.restore(EnvState("searchqa", state.task_id, 1, "garbage"))
     with pytest.raises(ValueError, match="step_count"):
@@ -372,13 +388,20 @@ def test_bad_files_fail_at_construction_naming_the_file(env, tmp_path):
     assert os.path.isdir(env.retriever.index_dir)
 
 
-@pytest.mark.parametrize("gold", [".", "the", " a ", "An!"])
-def test_gold_answer_that_normalises_to_empty_is_refused_naming_file_and_line(tmp_path, gold):
-    # accepted before, and then "." or "a" as the policy's answer scored EM 1.0
+@pytest.mark.parametrize("gold", [".", "the", " a ", "An!", "。", "“The”"])
+def test_gold_answer_that_normalises_to_empty_is_dropped_with_a_warning(tmp_path, gold, caplog):
+    # kept before, and then "." or "a" as the policy's answer scored EM 1.0; then refused with the whole file
+    # (Search-R1's NQ has such golds); now dropped, and only a row left with none fails, naming file and line
     rows = [{"id": "1", "question": "Who?", "golden_answers": ["Ada"]}]
     rows.append({"id": "2", "question": "What?", "golden_answers": ["fine", gold]})
     path = write_jsonl(tmp_path / "q.jsonl", rows)
-    with pytest.raises(ValueError, match=re.escape(f"{path}:2: gold answer {gold.strip()!r} is empty once")):
+    with caplog.at_level("WARNING", logger="envs.searchqa.corpus"):
+        env = SearchQAEnv(questions_path=path)
+    assert env.question("2").golden_answers == ("fine",)
+    assert f"{path}:2: {gold.strip()!r}" in caplog.text and "dropped 1 gold answers" in caplog.text
+    rows[1]["golden_answers"] = [gold]
+    write_jsonl(path, rows)
+    with pytest.raises(ValueError, match=re.escape(f"{path}:2: every gold answer ([{gold.strip()!r}]) is empty")):
         SearchQAEnv(questions_path=path)
 
 

@@ -34,10 +34,9 @@ def local(tmp_path_factory):
 
 @pytest.fixture
 def server(local):
-    server, url = serve_in_thread(local.retriever)
-    yield url
-    server.shutdown()
-    server.server_close()
+    running = serve_in_thread(local.retriever)
+    yield running.url
+    running.close()
 
 
 def fake_server(status=200, body=b"{}", delay_s=0.0):
@@ -146,7 +145,7 @@ def test_our_server_answers_in_search_r1_format_and_refuses_bad_requests(local, 
     assert [len(hits) for hits in reply["result"]] == [2, 2]
     assert all(set(hit) == {"document", "score"} for hits in reply["result"] for hit in hits)
     assert parse_reply(reply, 2)[0] == local.retriever.search("river", 2)
-    for bad in ({"queries": "river"}, {"queries": ["a"], "topk": 0}, ["river"]):
+    for bad in ({"queries": "river"}, {"queries": ["a"], "topk": -1}, {"queries": ["a"], "topk": True}, ["river"]):
         with pytest.raises(ValueError):
             retrieve(local.retriever, bad)
     http = urllib.request.Request(server, b'{"queries": 3}', {"Content-Type": "application/json"}, method="POST")

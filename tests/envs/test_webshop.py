@@ -653,3 +653,21 @@ def test_missing_files_fail_naming_the_file(tmp_path, cache_dir):
     (root / "items_ins_v2_1000.json").unlink()
     with pytest.raises(FileNotFoundError, match="items_ins_v2_1000.json"):
         WebShopEnv(data_dir=root, human_goals=False, cache_dir=cache_dir)
+
+
+@pytest.mark.parametrize(
+    "name", ["items_shuffle_1000.json", "items_ins_v2_1000.json", "items_human_ins.json", "reviews.json"]
+)
+def test_non_utf8_file_fails_naming_the_file(tmp_path, cache_dir, name):
+    # before, the products file (read in chunks) failed with the codec's message alone
+    root = write_catalog(
+        tmp_path,
+        [raw_product("B01")],
+        human={"B01": [{"instruction": "i need it", "instruction_attributes": ["a"], "instruction_options": []}]},
+        reviews=[],
+    )
+    content = (root / name).read_bytes()
+    (root / name).write_bytes(content[:1] + b"\xe9" + content[1:])  # a Latin-1 byte: not UTF-8
+    with pytest.raises(ValueError, match="not valid JSON") as err:
+        WebShopEnv(data_dir=root, cache_dir=cache_dir)
+    assert str(root / name) in str(err.value)

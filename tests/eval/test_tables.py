@@ -14,8 +14,8 @@ EPISODES = [
     ep("alfworld", "pick_and_place_simple", 0),
     ep("alfworld", "pick_heat_then_place_in_recep", 1),
     ep("alfworld", "pick_heat_then_place_in_recep", 1, step=5),  # an older evaluation: ignored
-    ep("webshop", "webshop", 0, reward=0.5),
-    ep("webshop", "webshop", 1, reward=1.0),
+    ep("webshop", "webshop", 0, reward=0.5, score=0.5),
+    ep("webshop", "webshop", 1, reward=1.0, score=1.0),
     ep("searchqa", "nq_mini", 1, em=1.0),
     ep("searchqa", "hotpot_mini", 0, em=0.0),
     ep("searchqa", "hotpot_mini", 1, em=1.0),
@@ -96,3 +96,24 @@ def test_logs_folder_tabulates_every_run_logged_under_it_by_its_path(tmp_path):
         find_runs(tmp_path / "logs" / "empty")
     with pytest.raises(SystemExit):
         main(["--out", str(tmp_path / "o")])  # neither --run nor --logs
+
+
+def test_alfworld_in_and_out_of_distribution_are_tabulated_apart(tmp_path):
+    seen = [dict(ep("alfworld", "pick_and_place_simple", w), split="valid_seen") for w in (1, 1, 0, 1)]
+    unseen = [dict(ep("alfworld", "pick_heat_then_place_in_recep", w), split="valid_unseen") for w in (0, 1)]
+    rows = benchmark_rows(seen + unseen)
+    # the env's own row is valid_seen (verl-agent's published number); each split also has a row
+    assert rows["alfworld"]["all"] == rows["alfworld_valid_seen"]["all"] == 75.0
+    assert rows["alfworld_valid_unseen"]["all"] == 50.0 and rows["alfworld_valid_unseen"]["heat"] == 50.0
+    assert benchmark_rows(unseen) == {"alfworld": benchmark_rows(unseen)["alfworld"]}  # one split: one row, as before
+    main(["--run", f"R={write(tmp_path, 'r', seen + unseen)}", "--out", str(tmp_path / "o")])
+    md = (tmp_path / "o" / "tables.md").read_text()
+    assert md.index("### alfworld\n") < md.index("### alfworld_valid_seen (in-distribution)")
+    assert md.index("### alfworld_valid_seen") < md.index("### alfworld_valid_unseen (out-of-distribution)")
+    assert (tmp_path / "o" / "alfworld_valid_unseen.csv").is_file()
+
+
+def test_webshop_score_is_the_purchase_score_not_the_reward():
+    # verl-agent's protocol rewards a win with 10: the score column reads the logged purchase score
+    rows = benchmark_rows([ep("webshop", "beauty", 1, reward=10.0, score=1.0), ep("webshop", "beauty", 0, score=0.5)])
+    assert rows["webshop"] == {"score": 75.0, "success": 50.0}

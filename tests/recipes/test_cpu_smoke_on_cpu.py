@@ -303,9 +303,9 @@ class CountingRetriever:
 
         self.retriever, self.searches = open_retriever(cache_dir=cache_dir), 0
 
-    def scored(self, query: str, k: int):
+    def documents(self, query: str, k: int):
         self.searches += 1
-        return self.retriever.scored(query, k)
+        return self.retriever.documents(query, k)
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)
@@ -318,15 +318,15 @@ def test_cpu_smoke_trains_validates_and_checkpoints(tmp_path, case, smoke_asset_
         from envs.searchqa.server import serve_in_thread
 
         retriever = CountingRetriever(tmp_path / "index")
-        server, url = serve_in_thread(retriever)
+        server = serve_in_thread(retriever)
         # the run's env workers ask the retrieval server; the tiny model and data are the other cases' (ENV_KWARGS
         # would make them, and the expert's imitation, its own)
-        overrides = (f"env.kwargs='{json.dumps({'retriever_url': url})}'",)
+        overrides = (f"env.kwargs='{json.dumps({'retriever_url': server.url})}'",)
     try:
         run_smoke(recipe, smoke_dir, 2, smoke_asset_cache, arch=arch, overrides=overrides)
     finally:
         if server is not None:
-            server.shutdown()
+            server.close()
     if retriever is not None:
         assert retriever.searches > 0, "the env workers did not search through the server"
     steps = check_run(smoke_dir, estimator)

@@ -95,8 +95,19 @@ def test_dry_run_fails_when_the_attention_implementation_is_not_installed(tmp_pa
 def test_env_kwargs_json_reaches_the_env_config(tmp_path, data_dir):
     text = '{"data_dir": "/data/web shop", "num_products": 100, "human_goals": true}'
     config = dry_run("webshop/run_prover_qwen3.5_2b.sh", tmp_path, data_dir, ENV_KWARGS=text)
-    assert config["env"]["kwargs"] == {"data_dir": "/data/web shop", "num_products": 100, "human_goals": True}
-    assert dry_run("webshop/run_grpo_qwen3.5_2b.sh", tmp_path, data_dir)["env"]["kwargs"] == {}
+    expected = {"data_dir": "/data/web shop", "num_products": 100, "human_goals": True, "protocol": "default"}
+    assert config["env"]["kwargs"] == expected  # the recipe names its protocol
+    assert dry_run("webshop/run_grpo_qwen3.5_2b.sh", tmp_path, data_dir)["env"]["kwargs"] == {"protocol": "default"}
+
+
+@pytest.mark.slow
+def test_recipes_name_their_protocol_and_it_can_be_chosen(tmp_path, data_dir):
+    config = dry_run("alfworld/run_grpo_qwen3.5_2b.sh", tmp_path, data_dir, PROTOCOL="verl_agent")
+    assert config["env"]["kwargs"] == {"protocol": "verl_agent"}
+    out = run_recipe(
+        "webshop/run_grpo_qwen3.5_2b.sh", tmp_path, "--dry-run", PROTOCOL="verl_agent", ENV_KWARGS='{"protocol": "x"}'
+    )
+    assert out.returncode != 0 and "PROTOCOL=verl_agent but ENV_KWARGS names protocol 'x'" in out.stderr
 
 
 def test_eval_recipe_resolves_greedy_validation_of_each_checkpoint(tmp_path):
@@ -318,3 +329,11 @@ def test_each_ablation_flag_sets_its_config_key():
     assert wrong.returncode == 2 and "ablation flags need the ProVer recipe" in wrong.stderr
     typo = method_args("prover", "--judgeonly")
     assert typo.returncode == 2 and "unknown recipe flag --judgeonly" in typo.stderr
+
+
+def test_search_qa_recipes_name_their_protocol(tmp_path, data_dir):
+    # Search-R1's published setting: its prompt, parsing and observations, 4 searching turns and one to answer
+    config = dry_run("searchqa/run_grpo_qwen3.5_2b.sh", tmp_path, data_dir)
+    assert config["env"]["kwargs"] == {"protocol": "search_r1"} and config["env"]["max_turns"] == 5
+    out = run_recipe("searchqa/run_grpo_qwen3.5_2b.sh", tmp_path, "--dry-run", ENV_KWARGS='{"protocol": "default"}')
+    assert out.returncode != 0 and "ENV_KWARGS protocol='default' and PROTOCOL='search_r1' disagree" in out.stderr
