@@ -331,6 +331,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--out", type=Path, default=ROOT / "benchmarks" / "results" / "learning" / "keydoor_hard", help="results"
     )
     parser.add_argument("--work", type=Path, default=Path("/tmp/prover_learning"), help="models, data, run logs")
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="train nothing: report the planned runs whose JSON is in --out, and list the missing ones",
+    )
     args = parser.parse_args(argv)
     if args.env_kwargs is None:
         args.env_kwargs = HARD_KEYDOOR if args.env == "keydoor" else "{}"
@@ -380,13 +385,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     start = time.perf_counter()
     results: dict[str, list[dict[str, Any]]] = {}
     total = sum(len(s) for s in args.plan.values())
+    missing = []
     for method, seeds in args.plan.items():
         for seed in seeds:
+            if args.report_only and not (args.out / "runs" / f"{method}_seed{seed}.json").exists():
+                missing.append(f"{method}_seed{seed}")
+                continue
             done = sum(len(r) for r in results.values())
             print(f"[learning] run {done + 1}/{total}: {method} seed {seed} ({time.perf_counter() - start:.0f} s)")
             sys.stdout.flush()
             results.setdefault(method, []).append(run_one(method, seed, args))
+    if missing:
+        print(f"[learning] --report-only: {len(missing)} of {total} planned runs missing: {', '.join(missing)}")
+    if not results:
+        raise SystemExit(f"no run of the plan is in {args.out / 'runs'}")
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in ("out", "work")}
+    settings["missing_runs"] = missing
     command = "python benchmarks/learning.py " + " ".join(sys.argv[1:] if argv is None else argv)
     report = learning_report.write(results, args.out, settings, command.strip(), _commit(), args.target)
     print(report["table"])

@@ -198,6 +198,9 @@ def _table(report: Mapping[str, Any]) -> str:
         "imitated base, same validation draws), with the paired t-test's two-sided p; 'above'/'below' where p < "
         "0.05. The oracle judges read the env's hidden pivot: a dial, not a judge a user can run.",
     ]
+    missing = report["settings"].get("missing_runs")
+    if missing:
+        lines.append(f"\n**Partial**: {len(missing)} planned runs are not in the results yet ({', '.join(missing)}).")
     return "\n".join(lines)
 
 

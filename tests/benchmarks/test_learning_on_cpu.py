@@ -161,3 +161,23 @@ def test_grpo_learns_the_single_door_key_in_the_real_loop(tmp_path):
     curve = [point["success"] for point in run["curve"]]
     assert len(curve) == 2 and report["table"]
     assert curve[-1] - curve[0] >= 0.5, f"held-out success {curve}: GRPO did not learn"
+
+
+def test_report_only_reports_the_runs_there_and_names_the_missing(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "out"
+    (out / "runs").mkdir(parents=True)
+    for method in ("grpo", "prover_divergence"):
+        run = {"method": method, "kind": "grpo", "seed": 1, "env_steps": 200.0, "credit": {}}
+        run["curve"] = [
+            {"update": 0, "env_steps": 0.0, "success": 0.1},
+            {"update": 1, "env_steps": 200.0, "success": 0.3},
+        ]
+        (out / "runs" / f"{method}_seed1.json").write_text(json.dumps(run))
+    monkeypatch.setattr(learning, "run_one", lambda method, seed, args: json.loads(
+        (args.out / "runs" / f"{method}_seed{seed}.json").read_text()))  # fmt: skip
+    report = learning.main(["--quick", "--report-only", "--out", str(out), "--work", str(tmp_path / "work")])
+    assert list(report["runs"]) == ["grpo", "prover_divergence"]
+    assert len(report["settings"]["missing_runs"]) == 10 and "grpo_control_seed1" in report["settings"]["missing_runs"]
+    assert "10 of 12 planned runs missing" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="no run of the plan"):
+        learning.main(["--quick", "--report-only", "--out", str(tmp_path / "empty"), "--work", str(tmp_path / "w")])

@@ -88,6 +88,11 @@ def test_rendered_tables_name_the_oracle_and_survive_a_json_round_trip(tmp_path)
     assert "0.100 → 0.300 (1 upd)" in learning_report.render(again, "per_seed")
     assert "gain 0 at hit rate 0.50" in learning_report.render(again, "break_even")
     assert (tmp_path / "success_vs_env_steps.png").stat().st_size > 0
+    assert "Partial" not in table
+    partial = again | {"settings": {"missing_runs": ["grpo_seed3"]}}
+    assert "**Partial**: 1 planned runs are not in the results yet (grpo_seed3)." in learning_report.render(
+        partial, "table"
+    )
     with pytest.raises(ValueError, match="unknown part"):
         learning_report.render(again, "nope")
 
