@@ -19,6 +19,8 @@ SEGMENT_SIDES = tuple(side.value for side in SegmentSide)
 # none: ProVer; judge_only: the judge's segment credited unverified with judge_only_estimate; random_segment: a
 # random segment, verified; every_turn: every turn of the pair's trajectory verified (exhaustive)
 ABLATIONS = ("none", "judge_only", "random_segment", "every_turn")
+# oneshot: the whole pair in one prompt; agentic: an outline and tools to read the turns (judge.type=openai only)
+JUDGE_MODES = ("oneshot", "agentic")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,10 +47,19 @@ class JudgeConfig:
             shares the rollout replicas, where its request waits behind the step's own rollouts and
             continuations, so a wall-clock limit would count that queue, not an outage (and could not stop the
             request at the server); its answer is bounded by ``max_tokens``.
-        max_retries: Retries of a failed ``openai`` request, so one judge call can take up to
-            ``(max_retries + 1) * timeout_s``.
+        max_retries: Retries of a failed ``openai`` request (the OpenAI client's, after a backoff of 0.5, 1, 2, ...
+            up to 8 s, or the server's ``Retry-After``); a deadline of ``(max_retries + 1) * timeout_s``, those
+            backoffs and 1 s bounds the whole call, however slowly the server answers.
         accuracy: ``type=noisy`` only (an env that knows its pivot, e.g. ``keydoor``): the probability that it
             proposes the true pivotal turn, else a uniformly random turn.
+        mode: ``oneshot`` (the pair in one prompt, cut to ``max_prompt_chars``) or ``agentic`` (``type=openai``
+            only: the judge is shown the pair's outline and reads turns through tool calls of the chat API,
+            :mod:`prover_verl.judge.agentic`).
+        max_calls: ``mode=agentic`` only: the most replies the judge model gives per group, tool calls and the
+            answer together; a judge still calling tools at its last reply has no proposal (``out_of_budget``).
+        token_budget: ``mode=agentic`` only: the most prompt and completion tokens (as the endpoint reports them)
+            the judge spends per group; once spent, it is asked nothing more (``out_of_budget``), so a group can
+            pass the budget by its last reply.
     """
 
     type: str = "policy"
@@ -62,6 +73,9 @@ class JudgeConfig:
     timeout_s: float = 120.0
     max_retries: int = 1
     accuracy: float = 1.0
+    mode: str = "oneshot"
+    max_calls: int = 8
+    token_budget: int = 32000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,6 +204,28 @@ class ProverConfig:
             "null or an integer >= 1000",
         )
         _check(_is_number(j.timeout_s) and j.timeout_s > 0, "judge.timeout_s", j.timeout_s, "a number > 0")
+        _check(j.mode in JUDGE_MODES, "judge.mode", j.mode, f"one of {JUDGE_MODES}")
+        _check(
+            j.mode != "agentic" or j.type == "openai",
+            "judge.mode",
+            j.mode,
+            "oneshot unless judge.type=openai (the agentic judge needs the chat API's tool calls)",
+        )
+        _check(_is_int(j.max_calls) and j.max_calls >= 1, "judge.max_calls", j.max_calls, "an integer >= 1")
+        _check(
+            _is_int(j.token_budget) and j.token_budget >= 1000,
+            "judge.token_budget",
+            j.token_budget,
+            "an integer >= 1000",
+        )
+        defaults = JudgeConfig()
+        for key in ("max_calls", "token_budget"):  # set for a one-shot judge, they would silently do nothing
+            _check(
+                j.mode == "agentic" or getattr(j, key) == getattr(defaults, key),
+                f"judge.{key}",
+                getattr(j, key),
+                f"left at {getattr(defaults, key)} unless judge.mode=agentic (no other mode uses it)",
+            )
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any] | None) -> ProverConfig:

@@ -5,9 +5,9 @@
 The page needs no network and no server: per step, the ``prover/*`` counts (the same numbers as the trainer's
 metrics of that step, from the same counters), then each group with the pair shown to the judge side by side, the
 proposed segment highlighted, the K outcomes from the fork points before and after it, the estimate with its
-standard error, the credit and the judge's reason and raw answer; checkboxes filter the groups by outcome. Three
-small plots cover the run: the judge's hit rate (where the env names the pivotal turn), the distribution of the
-verified estimates and the share of policy tokens credited.
+standard error, the credit, the judge's reason and raw answer (and the agentic judge's tool calls); checkboxes
+filter the groups by outcome. Three small plots cover the run: the judge's hit rate (where the env names the
+pivotal turn), the distribution of the verified estimates and the share of policy tokens credited.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ COLUMNS = {
     "prover/judge_empty": "empty",
     "prover/judge_too_long": "too long",
     "prover/judge_error": "judge error",
+    "prover/judge_out_of_budget": "judge out of budget",
     "prover/verify_timeout": "verify timeout",
     "prover/verify_failed": "verify failed",
     "prover/verified_positive_rate": "verified positive rate",
@@ -44,6 +45,7 @@ COLUMNS = {
     "prover/mean_credit": "mean credit",
     "prover/verify_env_steps_frac": "verify env steps / rollout",
     "prover/judge_seconds": "judge s",
+    "prover/judge_tokens": "judge tokens",
     "prover/verify_seconds": "verify s",
 }
 OUTCOME_LABELS = {
@@ -54,6 +56,7 @@ OUTCOME_LABELS = {
     "empty": "empty",
     "too_long": "too long",
     "error": "judge error",
+    "out_of_budget": "judge out of budget",
     "verify_timeout": "verify timeout",
     "verify_failed": "verify failed",
     "verified_positive": "verified positive",
@@ -330,9 +333,26 @@ def _judge(judge: dict, trajectories: dict[int, dict]) -> str:
         if judge["answer"] is not None
         else ""
     )
+    tokens = f" ({judge['tokens']} tokens)" if judge.get("tokens") is not None else ""
     return (
         f'<div class="judge">judge shown {shown or "?"}: <b>{_esc(judge["status"])}</b>, {said}{reason}{rejected}'
-        f"{answer}</div>"
+        f"{tokens}{_tool_calls(judge.get('tool_calls') or [])}{answer}</div>"
+    )
+
+
+def _tool_calls(calls: list[dict]) -> str:
+    """The agentic judge's tool calls and their results, in order (nothing for a one-shot judge)."""
+    if not calls:
+        return ""
+    items = "".join(
+        f'<li class="tool{" tool-error" if c["error"] else ""}">reply {c["call"]}: '
+        f"<code>{_esc(c['tool'])}({_esc(c['arguments'])})</code><pre>{_esc(c['result'])}</pre></li>"
+        for c in calls
+    )
+    errors = sum(bool(c["error"]) for c in calls)
+    return (
+        f'<details class="tool-calls"><summary>{len(calls)} tool calls ({errors} errors)</summary>'
+        f"<ol>{items}</ol></details>"
     )
 
 

@@ -36,6 +36,7 @@ class ProverStats:
     judge_empty: int = 0
     judge_too_long: int = 0
     judge_error: int = 0
+    judge_out_of_budget: int = 0
     pivot_known: int = 0  # proposals in a trajectory whose env reports its pivotal turn (keydoor)
     pivot_hit: int = 0  # ... whose segment holds that turn
     verified: int = 0  # segments whose continuations finished
@@ -49,6 +50,7 @@ class ProverStats:
     verify_cached_prefix_tokens: int = 0  # fork-prefix tokens sent to the replica whose prefix cache holds them
     verify_stale: int = 0  # continuations sampled with other weights than their trajectory's (0 when on-policy)
     judge_seconds: float = 0.0  # time in the judge (summed over groups: groups of a step run concurrently)
+    judge_tokens: int = 0  # prompt + completion tokens the judge model spent, where its endpoint reports them
     verify_seconds: float = 0.0  # time in the verifier's continuations (summed likewise)
     log_seconds: float = 0.0  # time writing the group log (algorithm.prover.log_dir), in the agent-loop worker
     env_steps: int = 0  # env steps of the rows' own rollouts
@@ -108,6 +110,7 @@ _LOGGED_COUNTS = (
     "verify_cached_prefix_tokens",
     "verify_stale",
     "judge_seconds",
+    "judge_tokens",
     "verify_seconds",
     "log_seconds",
     "session_failed",

@@ -19,6 +19,15 @@ def test_prover_defaults_are_the_documented_ones():
     assert config.log_dir is None  # the group log is off unless asked for
 
 
+AGENTIC = {"type": "openai", "url": "http://judge:8000/v1", "model": "m", "mode": "agentic"}
+
+
+def test_agentic_judge_config():
+    judge = ProverConfig.from_mapping({"judge": {**AGENTIC, "max_calls": 4, "token_budget": 9000}}).judge
+    assert (judge.mode, judge.max_calls, judge.token_budget) == ("agentic", 4, 9000)
+    assert ProverConfig().judge.mode == "oneshot"
+
+
 @pytest.mark.parametrize(
     "values,message",
     [
@@ -41,6 +50,14 @@ def test_prover_defaults_are_the_documented_ones():
         ({"log_dir": "runs/log"}, "algorithm.prover.log_dir must be null or an absolute path"),
         ({"log_max_chars": 8}, "algorithm.prover.log_max_chars must be an integer >= 16"),
         ({"log_file_mb": 0}, "algorithm.prover.log_file_mb must be a number > 0"),
+        ({"judge": {"mode": "agent"}}, r"algorithm.prover.judge.mode must be one of \('oneshot', 'agentic'\)"),
+        ({"judge": {"mode": "agentic"}}, "judge.mode must be oneshot unless judge.type=openai"),
+        ({"judge": {"mode": "agentic", "type": "heuristic"}}, "judge.mode must be oneshot unless judge.type=openai"),
+        ({"judge": {**AGENTIC, "max_calls": 0}}, "algorithm.prover.judge.max_calls must be an integer >= 1"),
+        ({"judge": {**AGENTIC, "token_budget": 100}}, "algorithm.prover.judge.token_budget must be an integer >= 1000"),
+        ({"judge": {"max_calls": 4}}, "judge.max_calls must be left at 8 unless judge.mode=agentic"),
+        ({"judge": {"token_budget": 9000}}, "judge.token_budget must be left at 32000 unless judge.mode=agentic"),
+        ({"judge": {"agentic": {"max_calls": 4}}}, r"unknown key\(s\) algorithm.prover.judge.agentic"),
     ],
 )
 def test_bad_prover_values_name_the_key(values, message):

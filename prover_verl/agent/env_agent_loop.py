@@ -330,6 +330,8 @@ class EnvAgentLoop(AgentLoopBase):
             server_manager=self.server_manager,
             tokenizer=self.tokenizer,
             chat_template_kwargs=self.apply_chat_template_kwargs,
+            # the policy judge's prompt must fit the replicas' context beside its answer (None: the model's own)
+            max_model_len=getattr(self.rollout_config, "max_model_len", None),
         )
         step = await group_step(
             [episodes[s].trajectory() for s in sorted(episodes)],

@@ -93,7 +93,7 @@ def group_record(step: Any, episodes: Mapping[int, Episode], *, global_step: int
         "outcome": group_outcome(stats),
         "stats": stats.as_dict(),
         "trajectories": [_trajectory(i, episodes[i]) for i in sorted(episodes)],
-        "judge": None if judgement is None else _judge(judgement, step.rejected),
+        "judge": None if judgement is None else _judge(judgement, step.rejected, max_chars),
         "segments": [_segment(s) for s in step.verified],
         "credits": [_credit(c, episodes[c.row]) for c in step.credits],
         "text": {str(i): _text(episodes[i], max_chars) for i in shown if i in episodes},
@@ -123,7 +123,7 @@ def pivot_turn(episode: Episode) -> int | None:
     return None
 
 
-def _judge(judgement: Any, rejected: str | None) -> dict:
+def _judge(judgement: Any, rejected: str | None, max_chars: int) -> dict:
     proposal = judgement.proposal
     return {
         "shown": list(judgement.shown),
@@ -132,6 +132,12 @@ def _judge(judgement: Any, rejected: str | None) -> dict:
         "status": JudgeStatus(judgement.status).value,
         "proposal": None if proposal is None else dataclasses.asdict(proposal),
         "rejected": rejected,
+        "tokens": judgement.tokens,
+        # the agentic judge's reading, in order; a tool result holds up to ten turns, so it gets ten turns' room
+        "tool_calls": [
+            {**call, "arguments": cut(call["arguments"], max_chars), "result": cut(call["result"], 10 * max_chars)}
+            for call in judgement.tool_calls
+        ],
     }
 
 

@@ -1,8 +1,8 @@
 """Segment proposal: judges that point at the turns most likely behind a group's divergent outcomes.
 
 Importing the package registers the built-in judges (``policy``, ``openai``, ``heuristic``, ``divergence``,
-``noisy``) in
-:mod:`prover_verl.judge.registry`.
+``noisy``) in :mod:`prover_verl.judge.registry`; ``openai`` with ``judge.mode=agentic`` is
+:mod:`prover_verl.judge.agentic`.
 """
 
 from prover_verl.judge import divergence as _divergence  # noqa: F401  (registers divergence)

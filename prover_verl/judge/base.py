@@ -34,6 +34,7 @@ class JudgeStatus(enum.StrEnum):
     EMPTY = "empty"  # no segment exists or was named
     TOO_LONG = "too_long"  # the prompt exceeds its budget
     ERROR = "error"  # the request to the judge model failed
+    OUT_OF_BUDGET = "out_of_budget"  # the agentic judge spent its calls or tokens without answering
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,6 +87,10 @@ class Judgement:
         shown: ``traj_id`` of the success and of the failure the judge was shown (empty if it does not say).
         labels: Label used in the judge's prompt -> ``traj_id`` (an LLM judge's answer names labels).
         answer: The judge model's raw reply (None: no model was asked).
+        tokens: Prompt and completion tokens the judge model spent on the group, as its endpoint reports them
+            (None: not reported, or no model was asked).
+        tool_calls: The agentic judge's tool calls in order, each ``{"call", "tool", "arguments", "result",
+            "error"}`` (``call``: which of its replies made it); empty for a one-shot judge.
     """
 
     proposal: Proposal | None
@@ -93,6 +98,8 @@ class Judgement:
     shown: tuple[int, ...] = ()
     labels: dict[str, int] = dataclasses.field(default_factory=dict)
     answer: str | None = None
+    tokens: int | None = None
+    tool_calls: tuple[dict, ...] = ()
 
 
 def pick_pair(group: Sequence[Trajectory], rng: random.Random) -> tuple[Trajectory, Trajectory] | None:

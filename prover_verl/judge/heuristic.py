@@ -6,6 +6,13 @@ from prover_verl.judge.base import PairJudge, Proposal, SegmentSide, Trajectory
 from prover_verl.judge.registry import register_judge
 
 
+def differing_turns(a: Trajectory, b: Trajectory) -> list[int]:
+    """The turns at which ``a`` and ``b`` act differently: different actions, or a turn only one of them has."""
+    shared = min(a.num_turns, b.num_turns)
+    differ = [t for t in range(shared) if a.actions[t].strip() != b.actions[t].strip()]
+    return differ + list(range(shared, max(a.num_turns, b.num_turns)))
+
+
 def first_divergence(
     success: Trajectory, failure: Trajectory, side: SegmentSide | str = SegmentSide.SUCCESS
 ) -> Proposal | None:
@@ -18,10 +25,10 @@ def first_divergence(
     if side not in (SegmentSide.SUCCESS, SegmentSide.FAILURE):
         raise ValueError(f"side must be 'success' or 'failure', got {side!r}")
     target = success if side == SegmentSide.SUCCESS else failure
-    shared = min(success.num_turns, failure.num_turns)
-    turn = next((t for t in range(shared) if success.actions[t].strip() != failure.actions[t].strip()), shared)
-    if turn >= target.num_turns:
+    differ = differing_turns(success, failure)
+    if not differ or differ[0] >= target.num_turns:
         return None
+    turn = differ[0]
     return Proposal(target.traj_id, turn, turn, reason=f"first turn where the actions differ ({turn})")
 
 

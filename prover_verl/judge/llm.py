@@ -1,15 +1,18 @@
-"""The agentic judge: an LLM shown a success and a failure, asked for the decisive span of turns."""
+"""The LLM judge: a chat model shown a success and a failure, asked for the decisive span of turns; its backends
+(the policy's own rollout servers, any OpenAI-compatible endpoint) and the ``policy`` and ``openai`` judge types."""
 
 from __future__ import annotations
 
-import abc
+import asyncio
 import logging
 import os
 import random
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
+from prover_verl.judge.agentic import AgenticJudge
 from prover_verl.judge.base import (
     Judge,
     Judgement,
@@ -20,6 +23,7 @@ from prover_verl.judge.base import (
     pick_pair,
     segment_side_of,
 )
+from prover_verl.judge.chat import ChatBackend, ChatReply, JudgeRequestError, ToolCall, why_failed
 from prover_verl.judge.parse import parse_answer
 from prover_verl.judge.prompt import PromptTooLong, build_prompt
 from prover_verl.judge.registry import register_judge
@@ -29,41 +33,73 @@ if TYPE_CHECKING:  # config imports the judge package (for the registry and the 
 
 logger = logging.getLogger(__name__)
 
-
-class ChatBackend(abc.ABC):
-    """Turns chat messages into the judge model's answer text."""
-
-    @abc.abstractmethod
-    async def complete(self, messages: list[dict[str, str]]) -> str:
-        """Return the model's reply to ``messages``."""
+# The OpenAI client's backoff before retry n when the server names no Retry-After: at most 0.5 * 2**n s, up to 8 s
+# (its INITIAL_RETRY_DELAY and MAX_RETRY_DELAY); and the slack the deadline over a call leaves the client's own.
+FIRST_BACKOFF_S, MAX_BACKOFF_S, DEADLINE_SLACK_S = 0.5, 8.0, 1.0
 
 
 class PolicyServerBackend(ChatBackend):
-    """The policy's own rollout servers, through verl's ``LLMServerClient.generate`` (token ids in and out)."""
+    """The policy's own rollout servers, through verl's ``LLMServerClient.generate`` (token ids in and out).
+
+    Args:
+        server_manager: verl's client of the rollout servers.
+        tokenizer: The policy's tokenizer (with its chat template).
+        config: The judge's settings (``temperature``, ``max_tokens``).
+        chat_template_kwargs: Passed to the chat template (e.g. ``enable_thinking``).
+        max_model_len: The rollout servers' context (prompt and answer tokens); the prompt gets what is left after
+            ``config.max_tokens``. None: the servers' own limit, unknown here (only the character budget holds).
+
+    Raises:
+        ValueError: ``max_model_len`` leaves no room for a prompt beside ``judge.max_tokens``.
+    """
 
     def __init__(
-        self, server_manager: Any, tokenizer: Any, config: JudgeConfig, chat_template_kwargs: dict | None = None
+        self,
+        server_manager: Any,
+        tokenizer: Any,
+        config: JudgeConfig,
+        chat_template_kwargs: dict | None = None,
+        max_model_len: int | None = None,
     ):
         self.server_manager = server_manager
         self.tokenizer = tokenizer
         self.config = config
         self.chat_template_kwargs = chat_template_kwargs or {}
+        if max_model_len is not None:
+            if max_model_len - config.max_tokens < 256:
+                raise ValueError(
+                    f"rollout max_model_len={max_model_len} leaves no room for a judge prompt beside "
+                    f"algorithm.prover.judge.max_tokens={config.max_tokens}"
+                )
+            self.max_prompt_tokens = max_model_len - config.max_tokens
 
-    async def complete(self, messages: list[dict[str, str]]) -> str:
-        prompt_ids = self.tokenizer.apply_chat_template(
+    def _prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
+        ids = self.tokenizer.apply_chat_template(
             messages, add_generation_prompt=True, tokenize=True, **self.chat_template_kwargs
         )
-        if not isinstance(prompt_ids, list):  # transformers 5 returns a BatchEncoding
-            prompt_ids = prompt_ids["input_ids"]
+        return list(ids if isinstance(ids, list) else ids["input_ids"])  # transformers 5 returns a BatchEncoding
+
+    def count_tokens(self, messages: list[dict[str, str]]) -> int:
+        return len(self._prompt_ids(messages))
+
+    async def complete(self, messages: list[dict[str, str]]) -> str:
+        prompt_ids = self._prompt_ids(messages)
         sampling = {"temperature": self.config.temperature, "top_p": 1.0, "max_tokens": self.config.max_tokens}
         # no wall-clock limit (judge.timeout_s is the remote endpoint's): on the policy's replicas the request
         # queues behind the step's rollouts, and a cancelled wait would not stop it there anyway
-        output = await self.server_manager.generate(uuid4().hex, prompt_ids=list(prompt_ids), sampling_params=sampling)
+        output = await self.server_manager.generate(uuid4().hex, prompt_ids=prompt_ids, sampling_params=sampling)
         return self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
 
 
 class OpenAIBackend(ChatBackend):
-    """Any OpenAI-compatible chat endpoint (vLLM, SGLang, a hosted API) at ``config.url``."""
+    """Any OpenAI-compatible chat endpoint (vLLM, SGLang, ``transformers serve``, a hosted API) at ``config.url``.
+
+    A request gets ``judge.timeout_s`` per attempt and ``judge.max_retries`` retries (the OpenAI client's, with its
+    backoff and the server's ``Retry-After``), and the whole call a deadline over them all (:attr:`deadline_s`): a
+    server that trickles its reply byte by byte never trips a per-read timeout, and one that asks for long waits
+    between rate-limited attempts (``Retry-After``, honoured up to two minutes) would hold the group as long as it
+    asks.
+    """
 
     def __init__(self, config: JudgeConfig):
         from openai import AsyncOpenAI
@@ -75,14 +111,71 @@ class OpenAIBackend(ChatBackend):
             base_url=config.url, api_key=api_key(config), timeout=config.timeout_s, max_retries=config.max_retries
         )
 
+    @property
+    def deadline_s(self) -> float:
+        """Seconds one call may take in all: every attempt's timeout and the backoffs between them."""
+        backoffs = sum(min(FIRST_BACKOFF_S * 2**n, MAX_BACKOFF_S) for n in range(self.config.max_retries))
+        return (self.config.max_retries + 1) * self.config.timeout_s + backoffs + DEADLINE_SLACK_S
+
+    async def chat(self, messages: list[dict[str, Any]], tools: list[dict] | None = None) -> ChatReply:
+        request = {
+            "model": self.config.model,
+            "messages": messages,
+            "temperature": self.config.temperature,
+            "max_tokens": self.config.max_tokens,
+        }
+        if tools:
+            request["tools"] = tools
+        try:
+            async with asyncio.timeout(self.deadline_s):
+                reply = await self.client.chat.completions.create(**request)
+        except Exception as err:
+            raise JudgeRequestError(f"judge at {self.config.url}: {describe_failure(err, self)}") from err
+        return _chat_reply(reply, self.config.url)
+
     async def complete(self, messages: list[dict[str, str]]) -> str:
-        reply = await self.client.chat.completions.create(
-            model=self.config.model,
-            messages=messages,
-            temperature=self.config.temperature,
-            max_tokens=self.config.max_tokens,
+        return (await self.chat(messages)).content or ""
+
+
+def describe_failure(err: BaseException, backend: OpenAIBackend) -> str:
+    """Why a request to an OpenAI-compatible endpoint failed, in words for the log line."""
+    import openai
+
+    attempts = backend.config.max_retries + 1
+    if isinstance(err, TimeoutError):  # the deadline over all attempts
+        return f"no answer within {backend.deadline_s:g} s ({attempts} attempts of judge.timeout_s and backoffs)"
+    if isinstance(err, openai.APITimeoutError):
+        return f"no answer within judge.timeout_s={backend.config.timeout_s:g} s on each of {attempts} attempts"
+    if isinstance(err, openai.RateLimitError):
+        return f"rate-limited (HTTP 429) on each of {attempts} attempts: {err.message}"
+    if isinstance(err, openai.APIConnectionError):
+        cause = err.__cause__ or err.__context__
+        return f"unreachable after {attempts} attempts ({type(cause).__name__ if cause else 'connection'}: {cause})"
+    if isinstance(err, openai.APIStatusError):
+        return f"HTTP {err.status_code}: {str(err.message)[:300]}"
+    return f"{type(err).__name__}: {str(err)[:300]}"
+
+
+def _chat_reply(reply: Any, url: str) -> ChatReply:
+    """The :class:`ChatReply` of an OpenAI chat completion; a JudgeRequestError if ``reply`` is not one (a server
+    answering HTTP 200 with an HTML page or a truncated body)."""
+    try:
+        message = reply.choices[0].message
+        calls = tuple(
+            ToolCall(str(call.id), str(call.function.name), str(call.function.arguments or ""))
+            for call in message.tool_calls or ()
         )
-        return reply.choices[0].message.content or ""
+        usage = getattr(reply, "usage", None)
+        tokens = None if usage is None else int(usage.prompt_tokens) + int(usage.completion_tokens or 0)
+        content = message.content
+    except (AttributeError, IndexError, TypeError, ValueError) as err:
+        raise JudgeRequestError(
+            f"judge at {url}: the reply is not an OpenAI chat completion ({type(err).__name__}: {err}; "
+            f"got {str(reply)[:200]!r})"
+        ) from err
+    if content is not None and not isinstance(content, str):
+        raise JudgeRequestError(f"judge at {url}: the reply's content is not text: {content!r:.200}")
+    return ChatReply(content, calls, tokens)
 
 
 def api_key(config: JudgeConfig) -> str:
@@ -135,22 +228,35 @@ class LLMJudge(Judge):
         shown = (pair[0].traj_id, pair[1].traj_id)
         try:
             prompt = build_prompt(
-                *pair, self.segment_side, self.rng, self.config.max_obs_chars, self.config.max_prompt_chars
+                *pair,
+                self.segment_side,
+                self.rng,
+                self.config.max_obs_chars,
+                self.config.max_prompt_chars,
+                count_tokens=self.backend.count_tokens if self.backend.max_prompt_tokens is not None else None,
+                max_prompt_tokens=self.backend.max_prompt_tokens,
             )
         except PromptTooLong as err:  # a request past the model's context would fail anyway; counted apart
-            logger.warning("judge prompt skipped: %s", err)
+            logger.warning("judge prompt skipped, the group keeps GRPO (prover/judge_too_long): %s", err)
             return Judgement(None, JudgeStatus.TOO_LONG, shown)
         try:
-            text = await self.backend.complete(prompt.messages)
+            reply = await self.backend.chat(prompt.messages)
         except Exception as err:  # a judge outage must not stop training; it is counted as status "error"
-            logger.warning("judge request failed: %r", err)
+            logger.warning("judge request failed, the group keeps GRPO (prover/judge_error): %s", why_failed(err))
             return Judgement(None, JudgeStatus.ERROR, shown, prompt.labels)
+        text = reply.content
         try:
             proposal, status = parse_answer(text, prompt.labels, prompt.allowed, list(group))
         except Exception as err:  # whatever the model wrote, the group keeps GRPO and the answer is counted
             logger.warning("judge answer could not be parsed: %r", err)
             proposal, status = None, JudgeStatus.MALFORMED
-        return Judgement(proposal, status, shown, prompt.labels, text)
+        if status is not JudgeStatus.OK:
+            logger.warning("judge answer unusable, the group keeps GRPO (prover/judge_%s): %r", status, _head(text))
+        return Judgement(proposal, status, shown, prompt.labels, text, tokens=reply.tokens)
+
+
+def _head(text: str | None, chars: int = 200) -> str | None:
+    return text if text is None or len(text) <= chars else text[:chars] + "..."
 
 
 @register_judge("policy")
@@ -161,24 +267,35 @@ def _policy(
     server_manager: Any = None,
     tokenizer: Any = None,
     chat_template_kwargs: dict | None = None,
+    max_model_len: int | None = None,
     **_context,
 ) -> LLMJudge:
     if server_manager is None or tokenizer is None:
         raise ValueError("judge.type=policy needs the rollout server client and the tokenizer")
-    backend = PolicyServerBackend(server_manager, tokenizer, config, chat_template_kwargs)
+    backend = PolicyServerBackend(server_manager, tokenizer, config, chat_template_kwargs, max_model_len)
     return LLMJudge(backend, config, segment_side, seed=seed)
 
 
 @register_judge("openai")
-def _openai(config: JudgeConfig, segment_side: SegmentSide, seed: int | None = None, **_context) -> LLMJudge:
+def _openai(config: JudgeConfig, segment_side: SegmentSide, seed: int | None = None, **_context) -> Judge:
+    if config.mode == "agentic":
+        return AgenticJudge(_openai_backend(config), config, segment_side, seed=seed)
     return LLMJudge(_openai_backend(config), config, segment_side, seed=seed)
 
 
-_OPENAI_BACKENDS: dict[JudgeConfig, OpenAIBackend] = {}
+# one client (and its connection pool) per process, endpoint and event loop, not one per group; an httpx pool
+# belongs to the loop it was opened in, and a client used from another loop fails every request
+_OPENAI_BACKENDS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[JudgeConfig, OpenAIBackend]] = (
+    weakref.WeakKeyDictionary()
+)
+_OUTSIDE_A_LOOP: dict[JudgeConfig, OpenAIBackend] = {}
 
 
 def _openai_backend(config: JudgeConfig) -> OpenAIBackend:
-    # one client (and its connection pool) per process and endpoint, not one per group
-    if config not in _OPENAI_BACKENDS:
-        _OPENAI_BACKENDS[config] = OpenAIBackend(config)
-    return _OPENAI_BACKENDS[config]
+    try:
+        backends = _OPENAI_BACKENDS.setdefault(asyncio.get_running_loop(), {})
+    except RuntimeError:  # built outside a running loop (a script, a test)
+        backends = _OUTSIDE_A_LOOP
+    if config not in backends:
+        backends[config] = OpenAIBackend(config)
+    return backends[config]

@@ -121,6 +121,7 @@ async def group_step(
     started = clock()
     step.judgement = await judge.judgement(trajectories)
     stats.judge_seconds = clock() - started
+    stats.judge_tokens = step.judgement.tokens or 0
     proposal, status = step.judgement.proposal, step.judgement.status
     if proposal is not None:
         allowed = [t.traj_id for t in trajectories if config.segment_side.admits(t.success)]

@@ -277,3 +277,57 @@ async def test_policy_judge_waits_out_a_queue_longer_than_judge_timeout(tokenize
 
     backend = PolicyServerBackend(BusyServer(), tokenizer, JudgeConfig(timeout_s=0.05))
     assert await backend.complete([{"role": "user", "content": "which turn?"}]) == '{"trajectory": "A"}'
+
+
+class ContextServer:
+    """A rollout server that refuses a prompt leaving too little of its context for the answer, as vLLM's does."""
+
+    def __init__(self, tokenizer, max_model_len):
+        self.tokenizer, self.max_model_len, self.prompts = tokenizer, max_model_len, []
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params):
+        from verl.workers.rollout.replica import TokenOutput
+
+        self.prompts.append(prompt_ids)
+        if len(prompt_ids) + sampling_params["max_tokens"] > self.max_model_len:
+            raise ValueError(f"prompt of {len(prompt_ids)} tokens: no room in max_model_len={self.max_model_len}")
+        return TokenOutput(token_ids=self.tokenizer.encode('{"trajectory": "A", "start_turn": 0, "end_turn": 0}'))
+
+
+def _dense(seed, turns, chars):
+    # WebShop-like product ids and prices: about one token a character, not one per three
+    rng = random.Random(seed)
+    alphabet = "ABCDEFGHJKLMNPQRSTUVWXYZ0123456789$."
+    obs = ["".join(rng.choice(alphabet) for _ in range(chars)) for _ in range(turns)]
+    return obs
+
+
+async def test_policy_judge_budget_is_checked_in_tokens_for_dense_text(tokenizer):
+    win = traj(0, [f"click {t}" for t in range(6)], True, obs=_dense(0, 6, 1500))
+    lose = traj(1, [f"click {t}" for t in range(6)], False, obs=_dense(1, 6, 1500))
+    max_model_len, max_tokens = 8000, 512
+    # the recipes' character budget: 3 characters a token of what the answer leaves
+    config = JudgeConfig(type="policy", max_tokens=max_tokens, max_prompt_chars=3 * (max_model_len - max_tokens))
+    at_char_budget = build_prompt(win, lose, "any", random.Random(0), 600, config.max_prompt_chars)
+    ids = tokenizer.apply_chat_template(at_char_budget.messages, add_generation_prompt=True)
+    assert (
+        len(ids if isinstance(ids, list) else ids["input_ids"]) > max_model_len
+    )  # fits the characters, not the context
+
+    server = ContextServer(tokenizer, max_model_len)
+    judge = make_judge(config, "any", seed=0, server_manager=server, tokenizer=tokenizer, max_model_len=max_model_len)
+    proposal, status = await judge.propose([win, lose])
+    assert status == "ok" and proposal.start_turn == 0
+    assert len(server.prompts) == 1 and len(server.prompts[0]) <= max_model_len - max_tokens
+
+    # a context that holds no version of the pair: skipped as too long, never sent to fail at the server
+    tight = make_judge(
+        config, "any", seed=0, server_manager=server, tokenizer=tokenizer, max_model_len=max_tokens + 300
+    )
+    judgement = await tight.judgement([win, lose])
+    assert judgement.status == "too_long" and len(server.prompts) == 1
+
+
+def test_policy_judge_context_must_leave_room_for_a_prompt(tokenizer):
+    with pytest.raises(ValueError, match="max_model_len=600 leaves no room for a judge prompt"):
+        make_judge(JudgeConfig(type="policy"), "any", server_manager=object(), tokenizer=tokenizer, max_model_len=600)
