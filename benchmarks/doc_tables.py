@@ -6,7 +6,7 @@ A generated block in a markdown file under ``docs/`` (or the README) is::
     ...the table...
     <!-- end generated -->
 
-and holds :func:`benchmarks.learning_report.render` of that part of that file.
+and holds that part of that file as its benchmark renders it (:data:`RENDERERS`, by the file's folder).
 
     python benchmarks/doc_tables.py          # rewrite every block
     python benchmarks/doc_tables.py --check  # exit 1, naming the blocks that differ from their files
@@ -23,7 +23,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import learning_report  # noqa: E402
+from benchmarks import keydoor_probe, learning_report  # noqa: E402
+
+# results folder -> the function that renders a part of its files
+RENDERERS = {
+    "benchmarks/results/learning/": learning_report.render,
+    "benchmarks/results/keydoor_probe/": keydoor_probe.render,
+}
+
+
+def renderer(source: str):
+    """The renderer of the results file ``source`` (a path from the repository root)."""
+    for folder, render in RENDERERS.items():
+        if source.startswith(folder):
+            return render
+    raise ValueError(f"generated block names {source}: no renderer for it (known folders: {list(RENDERERS)})")
+
 
 BLOCK = re.compile(r"(<!-- generated: (\S+) (\w+) -->\n)(.*?)(<!-- end generated -->)", re.DOTALL)
 
@@ -39,10 +54,11 @@ def regenerate(text: str, root: Path = ROOT) -> tuple[str, list[str]]:
 
     def fill(match: re.Match) -> str:
         source, part = match.group(2), match.group(3)
+        render = renderer(source)
         path = root / source
         if not path.exists():
             raise FileNotFoundError(f"generated block names {source}, which does not exist")
-        body = learning_report.render(json.loads(path.read_text()), part) + "\n"
+        body = render(json.loads(path.read_text()), part) + "\n"
         if body != match.group(4):
             changed.append(f"{source} {part}")
         return match.group(1) + body + match.group(5)

@@ -70,6 +70,20 @@ def probe(model_dir: Path, checkpoint: Path | None, env_kwargs: dict[str, Any], 
     }
 
 
+def render(report: dict[str, Any], part: str = "table") -> str:
+    """The markdown table of a probe's results file (``part`` is ``table``, the only one)."""
+    if part != "table":
+        raise ValueError(f"unknown part {part!r} of a probe report; only 'table'")
+    colours = list(report["p_take"])
+    lines = [
+        "| note says | " + " | ".join(f"P(take {c} key)" for c in colours) + " | tasks |",
+        "|---|" + "---|" * (len(colours) + 1),
+    ]
+    for note, row in report["p_take"].items():
+        lines.append(f"| {note} | " + " | ".join(f"{row[c]:.3f}" for c in colours) + f" | {report['tasks'][note]} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, required=True)
@@ -79,11 +93,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "keydoor_probe")
     args = parser.parse_args(argv)
     result = probe(args.model, args.checkpoint, json.loads(args.env_kwargs))
-    colours = list(result["p_take"])
-    print("| note says | " + " | ".join(f"P(take {c})" for c in colours) + " | tasks |")
-    print("|---|" + "---|" * (len(colours) + 1))
-    for note, row in result["p_take"].items():
-        print(f"| {note} | " + " | ".join(f"{row[c]:.3f}" for c in colours) + f" | {result['tasks'][note]} |")
+    print(render(result))
     # machine paths stay out of the committed file: the name says which model was probed
     words = [w if not w.startswith("/") else "<path>" for w in (sys.argv[1:] if argv is None else argv)]
     report = {"command": "python benchmarks/keydoor_probe.py " + " ".join(words)}

@@ -98,8 +98,8 @@ def test_rendered_tables_name_the_oracle_and_survive_a_json_round_trip(tmp_path)
 
 
 def test_doc_blocks_regenerate_from_their_file_and_stale_ones_are_named(tmp_path):
-    learning_report.write(RUNS, tmp_path / "res", {}, "cmd", "abc", 0.45)
-    source = "res/results.json"
+    learning_report.write(RUNS, tmp_path / "benchmarks/results/learning/x", {}, "cmd", "abc", 0.45)
+    source = "benchmarks/results/learning/x/results.json"
     stale = f"text\n<!-- generated: {source} table -->\nold\n<!-- end generated -->\nmore\n"
     fresh, changed = doc_tables.regenerate(stale, root=tmp_path)
     assert (
@@ -107,7 +107,11 @@ def test_doc_blocks_regenerate_from_their_file_and_stale_ones_are_named(tmp_path
     )
     assert doc_tables.regenerate(fresh, root=tmp_path) == (fresh, [])
     with pytest.raises(FileNotFoundError, match="missing.json"):
-        doc_tables.regenerate("<!-- generated: missing.json table -->\n<!-- end generated -->", root=tmp_path)
+        doc_tables.regenerate(
+            "<!-- generated: benchmarks/results/learning/missing.json table -->\n<!-- end generated -->", root=tmp_path
+        )
+    with pytest.raises(ValueError, match="no renderer"):
+        doc_tables.regenerate("<!-- generated: elsewhere/r.json table -->\n<!-- end generated -->", root=tmp_path)
 
 
 def test_the_docs_tables_match_their_committed_results_files():
