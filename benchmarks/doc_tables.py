@@ -23,12 +23,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import keydoor_probe, learning_report  # noqa: E402
+from benchmarks import judge_agentic, keydoor_probe, learning_report  # noqa: E402
 
 # results folder -> the function that renders a part of its files
 RENDERERS = {
     "benchmarks/results/learning/": learning_report.render,
     "benchmarks/results/keydoor_probe/": keydoor_probe.render,
+    "benchmarks/results/judge_agentic/": judge_agentic.render,
 }
 
 
