@@ -198,6 +198,12 @@ def _table(report: Mapping[str, Any]) -> str:
         "imitated base, same validation draws), with the paired t-test's two-sided p; 'above'/'below' where p < "
         "0.05. The oracle judges read the env's hidden pivot: a dial, not a judge a user can run.",
     ]
+    walls = [r["wall_s"] / 60 for rs in report["runs"].values() for r in rs if "wall_s" in r]
+    if walls:
+        lines.append(
+            f"\nWall time a run (2 CPU cores, shared with other work while these ran): "
+            f"{min(walls):.0f}–{max(walls):.0f} min, {sum(walls):.0f} min in all ({len(walls)} runs)."
+        )
     missing = report["settings"].get("missing_runs")
     if missing:
         lines.append(f"\n**Partial**: {len(missing)} planned runs are not in the results yet ({', '.join(missing)}).")
