@@ -63,7 +63,7 @@ def test_val_success_reads_mean_at_n_of_sampled_validation():
 def test_defaults_are_the_hard_keydoor_dial_with_more_seeds_for_the_headline():
     args = learning.parse_args([])
     assert args.env_kwargs == learning.HARD_KEYDOOR and args.imitate_env_kwargs == ""  # imitates on --env-kwargs
-    assert (args.val_samples, args.test_freq, args.bases, args.control_group) == (4, 1, 2, 10)
+    assert (args.val_samples, args.test_freq, args.bases, args.control_group) == (4, 1, 2, 11)
     assert args.methods == [m for m in learning.METHODS if m != "gigpo"]
     assert args.plan["grpo"] == args.plan["grpo_control"] == args.plan["prover_divergence"] == [1, 2, 3, 4, 5]
     assert args.plan["prover_oracle1.0"] == [1, 2, 3, 4, 5] and args.plan["prover_oracle0.5"] == [1, 2, 3]
@@ -87,7 +87,7 @@ def test_control_group_and_oracle_accuracy_reach_the_run(tmp_path, monkeypatch):
     args = learning.parse_args(["--out", str(tmp_path / "out"), "--work", str(tmp_path / "work"), "--bases", "2"])
     learning.run_one("grpo_control", 2, args)
     (_, base), (recipe, kw) = calls[:2]
-    assert base == 1 and recipe.name == "run_grpo_qwen3.5_2b.sh" and kw["SMOKE_GROUP"] == "10"
+    assert base == 1 and recipe.name == "run_grpo_qwen3.5_2b.sh" and kw["SMOKE_GROUP"] == "11"
     learning.run_one("prover_oracle0.25", 3, args)
     (_, base), (recipe, kw) = calls[2:]
     assert base == 0 and recipe.name == "run_prover_qwen3.5_2b.sh" and kw["SMOKE_GROUP"] == "8"
