@@ -300,8 +300,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=int,
         default=11,
         help="episodes a task of grpo_control; default 11 = 8 x 1.375: ProVer's verifier added 42.5 %% to GRPO's env "
-        "steps in the first updates of the hard variant (divergence judge, seed 1), and the extra falls as the policy "
-        "wins more (fewer mixed groups are verified)",
+        "steps in the first updates of the hard variant (divergence judge, seed 1; the extra depends on how many "
+        "groups hold both a success and a failure)",
     )
     parser.add_argument("--mini-batches", type=int, default=4, help="PPO mini-batches a step")
     parser.add_argument("--loss-agg-mode", default="token-mean")
