@@ -195,9 +195,12 @@ def build_qwen_tokenizer(vocab_size: int = 512, extra: list[str] = ()) -> Qwen2T
     return hf
 
 
-def model_config(arch: str, tokenizer):
+def model_config(arch: str, tokenizer, **sizes):
     """Config of the tiny model: 2 text layers, hidden 64, 4 heads (2 key/value), tied embeddings; for
-    ``qwen3_5_vl`` also a vision tower of 2 blocks (hidden 32) on Qwen3.5-2B's patch geometry."""
+    ``qwen3_5_vl`` also a vision tower of 2 blocks (hidden 32) on Qwen3.5-2B's patch geometry. ``sizes`` (dense
+    ``qwen3`` only) override the text stack's settings, e.g. ``hidden_size`` (a larger member of the family)."""
+    if sizes and arch != "qwen3":
+        raise ValueError(f"model sizes {sorted(sizes)} can be changed for --arch qwen3 only, not {arch!r}")
     eos_id, pad_id = tokenizer.convert_tokens_to_ids(EOS), tokenizer.convert_tokens_to_ids(PAD)
     common = dict(
         vocab_size=len(tokenizer),
@@ -213,6 +216,7 @@ def model_config(arch: str, tokenizer):
         pad_token_id=pad_id,
         bos_token_id=None,
     )
+    common.update(sizes)
     # one linear-attention and one full-attention layer, as the family alternates them
     linear = dict(
         layer_types=["linear_attention", "full_attention"],
