@@ -24,12 +24,21 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import judge_agentic, keydoor_probe, learning_report  # noqa: E402
+from prover_verl.judge_model import report as judge_model_report  # noqa: E402
+
+
+def _judge_model(report: dict, part: str) -> str:
+    if part != "table":
+        raise ValueError(f"unknown part {part!r} of a judge_model report; only 'table'")
+    return judge_model_report.table(report)
+
 
 # results folder -> the function that renders a part of its files
 RENDERERS = {
     "benchmarks/results/learning/": learning_report.render,
     "benchmarks/results/keydoor_probe/": keydoor_probe.render,
     "benchmarks/results/judge_agentic/": judge_agentic.render,
+    "benchmarks/results/judge_model/": _judge_model,
 }
 
 
