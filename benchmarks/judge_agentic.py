@@ -32,10 +32,12 @@ import re
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from prover_verl.config import JudgeConfig
 from prover_verl.judge import Trajectory, make_judge
+from prover_verl.judge.divergence import lasting_divergence
 from prover_verl.judge.heuristic import first_divergence
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -153,20 +155,22 @@ def reader_policy(body: dict) -> dict:
 
 # ---- the measurement ----
 
+# a mode is a judge without an LLM (a function of the pair) or the openai judge's config overrides
 MODES = {
-    "heuristic (first divergence, no LLM)": None,
+    "heuristic (first divergence, no LLM)": first_divergence,
+    "divergence (lasting observation difference, no LLM)": lasting_divergence,
     "one-shot, prompt cut to 16000 chars (default)": {"max_prompt_chars": 16000},
     "one-shot, whole prompt (no budget)": {"max_prompt_chars": None},
     "agentic (max_calls 8, token_budget 32000)": {"mode": "agentic"},
 }
 
 
-async def judge_pairs(url: str, pairs: list[tuple[Trajectory, Trajectory]], overrides: dict | None) -> dict:
+async def judge_pairs(url: str, pairs: list[tuple[Trajectory, Trajectory]], overrides: dict | Callable) -> dict:
     """Hit rate, statuses, tokens and replies per group of one mode over ``pairs``."""
     statuses, hits, tokens, calls, seconds = [], [], [], [], []
     for i, (win, lose) in enumerate(pairs):
-        if overrides is None:
-            proposal, status, spent, tool_calls = first_divergence(win, lose), "ok", 0, ()
+        if callable(overrides):
+            proposal, status, spent, tool_calls = overrides(win, lose), "ok", 0, ()
             elapsed = 0.0
         else:
             config = JudgeConfig(type="openai", url=url, model="scripted", api_key_env=None, **overrides)
@@ -201,6 +205,22 @@ def load_server_module():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def render(report: dict, part: str = "table") -> str:
+    """The docs' markdown table of a results file (``part`` is ``table``, the only one)."""
+    if part != "table":
+        raise ValueError(f"unknown part {part!r} of a judge_agentic report; only 'table'")
+    lines = [
+        "| turns | judge | pivot hit rate | judge tokens / group | replies with tool calls / group |",
+        "|---|---|---|---|---|",
+    ]
+    for r in report["rows"]:
+        replies = f"{r['tool_replies_per_group_mean']:.1f}" if r["tool_replies_per_group_mean"] else "–"
+        lines.append(
+            f"| {r['turns']} | {r['mode']} | {r['hit_rate']:.2f} | {r['tokens_per_group_mean']:,.0f} | {replies} |"
+        )
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:

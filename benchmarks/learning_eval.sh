@@ -2,28 +2,30 @@
 # The paper-table path on the checkpoints of benchmarks/learning.py: each run's final checkpoint evaluated the way
 # docs/reproduce.md tells a user to (recipes/eval/run_eval.sh --cpu-smoke, then recipes/eval/run_compare.sh).
 #
-# Usage: bash benchmarks/learning_eval.sh OUT        # OUT: learning.py's --out (its base/ and runs/<method>_seed<s>/)
+# Usage: bash benchmarks/learning_eval.sh OUT WORK   # learning.py's --out (results.json) and --work (base0/, runs/)
 # Each run <method>_seed<s> is evaluated as METHOD/tiny/seed<s> (grpo -> GRPO, the baseline; prover_oracle1.0 ->
-# ProVer (oracle 1.0); prover_heuristic -> ProVer (heuristic); gigpo -> GiGPO) on every task of the base's validation
-# set (OUT/base/data/val.parquet), as the benchmark validated (OUT/results.json's val_samples: 1 greedy episode a task,
-# n > 1 sampled at temperature 1, n a task, seeded with the run's seed), on the run's own tiny model (SMOKE_DIR),
-# with as many FSDP ranks as its checkpoint was saved with. Writes OUT/eval/<env>/tables.md (one row per run) and
-# OUT/eval/compare/compare.md (mean ± std over seeds, average, gain over GRPO). A run whose logs are newer than its
-# checkpoint is not evaluated again. Run it with the project's venv active (the recipes call python3).
+# ProVer (oracle 1.0); prover_heuristic -> ProVer (heuristic); gigpo -> GiGPO) on every task of the validation set
+# (WORK/base0/data/val.parquet: every base lists the same tasks), as the benchmark validated (OUT/results.json's
+# val_samples: 1 greedy episode a task, n > 1 sampled at temperature 1, n a task, seeded with the run's seed), on the
+# run's own tiny model (SMOKE_DIR), with as many FSDP ranks as its checkpoint was saved with. Writes
+# WORK/eval/<env>/tables.md (one row per run) and WORK/eval/compare/compare.md (mean ± std over seeds, average, gain
+# over GRPO). A run whose logs are newer than its checkpoint is not evaluated again. Run it with the project's venv
+# active (the recipes call python3).
 set -euo pipefail
-[ $# -eq 1 ] || { sed -n 2,12p "$0"; exit 2; }
-LEARN=$(realpath "$1")
+[ $# -eq 2 ] || { sed -n 2,13p "$0"; exit 2; }
+RESULTS=$(realpath "$1")/results.json
+LEARN=$(realpath "$2")
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-[ -f "$LEARN/base/base.json" ] || { echo "no $LEARN/base/base.json: not a benchmarks/learning.py --out" >&2; exit 2; }
+[ -f "$RESULTS" ] || { echo "no $RESULTS: let benchmarks/learning.py finish first" >&2; exit 2; }
+[ -d "$LEARN/runs" ] || { echo "no $LEARN/runs: not a benchmarks/learning.py --work" >&2; exit 2; }
 read -r ENV_NAME ENV_KWARGS < <(python3 -c 'import json, sys; s = json.load(open(sys.argv[1]))["settings"]
-print(s["env"], s["env_kwargs"])' "$LEARN/base/base.json") || true
-[ -n "${ENV_NAME:-}" ] || { echo "$LEARN/base/base.json: no settings.env" >&2; exit 2; }
+print(s["env"], s["env_kwargs"])' "$RESULTS") || true
+[ -n "${ENV_NAME:-}" ] || { echo "$RESULTS: no settings.env" >&2; exit 2; }
 EVAL=$LEARN/eval/$ENV_NAME
-VAL=$LEARN/base/data/val.parquet
+VAL=$LEARN/base0/data/val.parquet
 [ -f "$VAL" ] || { echo "no validation set $VAL" >&2; exit 2; }
-[ -f "$LEARN/results.json" ] || { echo "no $LEARN/results.json: let benchmarks/learning.py finish first" >&2; exit 2; }
 SAMPLES=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["settings"].get("val_samples", 1))' \
-  "$LEARN/results.json")
+  "$RESULTS")
 SAMPLING=()  # run_eval.sh's own default is greedy, one episode a task; later overrides win
 if [ "$SAMPLES" -gt 1 ]; then
   # seeded as the run's own validation was (SEED, full_determinism), so the draws can be compared one for one

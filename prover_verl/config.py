@@ -29,8 +29,9 @@ class JudgeConfig:
 
     Attributes:
         type: A registered judge (:mod:`prover_verl.judge.registry`): ``policy`` (the policy's own rollout
-            server), ``openai`` (any OpenAI-compatible endpoint at ``url``) or ``heuristic`` (first turn where a
-            success and a failure diverge; no LLM).
+            server), ``openai`` (any OpenAI-compatible endpoint at ``url``), ``heuristic`` (first turn where a
+            success's and a failure's actions differ; no LLM) or ``divergence`` (the turn after which their
+            observations differ for good; no LLM).
         url: Base URL of the OpenAI-compatible endpoint (``type=openai``), e.g. ``http://host:8000/v1``.
         model: Model name sent to that endpoint.
         api_key_env: Name of the environment variable holding its API key (the key itself never sits in config);

@@ -82,43 +82,65 @@ class KeyDoorTask:
     def __post_init__(self):
         if not MIN_TURNS <= self.num_turns <= MAX_TURNS:
             raise ValueError(f"{self.task_id}: num_turns must lie in [{MIN_TURNS}, {MAX_TURNS}], got {self.num_turns}")
-        if not 0 <= self.note_turn < self.pivot_turn <= self.num_turns - 2:
+        if not 0 <= self.note_turn <= self.pivot_turn <= self.num_turns - 2:
             raise ValueError(
-                f"{self.task_id}: need 0 <= note_turn < pivot_turn <= num_turns - 2, got note {self.note_turn}, "
+                f"{self.task_id}: need 0 <= note_turn <= pivot_turn <= num_turns - 2, got note {self.note_turn}, "
                 f"pivot {self.pivot_turn}, {self.num_turns} turns"
             )
         if not 0 <= self.door < len(COLOURS) or len(self.carpets) != self.num_turns:
             raise ValueError(f"{self.task_id}: bad door colour {self.door} or {len(self.carpets)} carpets")
 
     def room(self, turn: int) -> int:
-        """Room type at ``turn``."""
-        if turn == self.note_turn:
-            return NOTE
+        """Room type at ``turn`` (a note hung in the key room leaves it the key room)."""
         if turn == self.pivot_turn:
             return KEYS
+        if turn == self.note_turn:
+            return NOTE
         if turn == self.num_turns - 1:
             return DOOR
         return CORRIDOR
 
 
-def make_task(task_id: str, rng: np.random.Generator, doors: int = len(COLOURS)) -> KeyDoorTask:
+def make_task(
+    task_id: str,
+    rng: np.random.Generator,
+    doors: int = len(COLOURS),
+    note_at_keys: bool = False,
+    early_pivot: bool = False,
+) -> KeyDoorTask:
     """Draw one task: length, note and key-room positions, door colour (one of the first ``doors`` colours) and
-    carpets."""
-    num_turns = int(rng.integers(MIN_TURNS, MAX_TURNS + 1))
-    pivot = int(rng.integers(1, num_turns - 1))
-    note = int(rng.integers(0, pivot))
+    carpets.
+
+    ``early_pivot`` fixes the longest corridor with the key room second, so eight filler rooms follow the decision
+    before the outcome; ``note_at_keys`` hangs the note in the key room, so the right key is read in the same
+    observation as it is taken (see :func:`task_family`).
+    """
+    if early_pivot:
+        num_turns, pivot = MAX_TURNS, 1
+    else:
+        num_turns = int(rng.integers(MIN_TURNS, MAX_TURNS + 1))
+        pivot = int(rng.integers(1, num_turns - 1))
+    note = pivot if note_at_keys else int(rng.integers(0, pivot))
     special = {note, pivot, num_turns - 1}
     carpets = tuple(NONE if t in special else int(rng.integers(len(COLOURS))) for t in range(num_turns))
     return KeyDoorTask(task_id, num_turns, note, pivot, int(rng.integers(doors)), carpets)
 
 
-def task_family(split: str, count: int, seed: int = 0, doors: int = len(COLOURS)) -> list[KeyDoorTask]:
+def task_family(
+    split: str,
+    count: int,
+    seed: int = 0,
+    doors: int = len(COLOURS),
+    note_at_keys: bool = False,
+    early_pivot: bool = False,
+) -> list[KeyDoorTask]:
     """Return ``count`` tasks of a split (``train`` or ``eval``); the splits draw from disjoint random streams.
 
     ``doors`` < 6 draws each door's colour from the first ``doors`` colours only. ``doors=1`` makes the pivot
     unconditional (every door opens with the red key): a policy learns it without learning to copy the note's
     colour, which the 2-layer tiny model of the CPU loop does not learn in minutes (docs/method.md, "Learning in
-    verl's real loop").
+    verl's real loop"). ``note_at_keys`` and ``early_pivot`` (:func:`make_task`) make the conditional task that
+    tiny model can read: the note beside the keys, the decision early and the outcome eight rooms later.
     """
     if not 1 <= doors <= len(COLOURS):
         raise ValueError(f"doors must lie in [1, {len(COLOURS)}], got {doors}")
@@ -127,7 +149,7 @@ def task_family(split: str, count: int, seed: int = 0, doors: int = len(COLOURS)
     if count < 1:
         raise ValueError(f"count must be >= 1, got {count}")
     rng = np.random.default_rng([seed, 0 if split == "train" else 1])
-    return [make_task(f"keydoor-{split}-{i:03d}", rng, doors) for i in range(count)]
+    return [make_task(f"keydoor-{split}-{i:03d}", rng, doors, note_at_keys, early_pivot) for i in range(count)]
 
 
 class TaskTable:
@@ -152,8 +174,8 @@ class TaskTable:
         """Room type per row (turns past the end count as the door room)."""
         room = np.full(task.shape, CORRIDOR, dtype=np.int64)
         room[turn >= self.num_turns[task] - 1] = DOOR
-        room[turn == self.pivot_turn[task]] = KEYS
         room[turn == self.note_turn[task]] = NOTE
+        room[turn == self.pivot_turn[task]] = KEYS  # after NOTE: a note in the key room leaves it the key room
         return room
 
 
@@ -262,6 +284,8 @@ def render_observation(task: KeyDoorTask, state: Sequence[int]) -> str:
         where = f"A note on the wall reads: the door opens with the {COLOURS[task.door]} key."
     elif room == KEYS:
         where = f"Keys hang on the wall: {', '.join(COLOURS)}."
+        if task.note_turn == turn:
+            where += f" A note beside them reads: the door opens with the {COLOURS[task.door]} key."
     elif room == DOOR:
         where = "A locked door blocks the way."
     else:
@@ -295,10 +319,10 @@ def features_from_text(observations: Sequence[str]) -> np.ndarray:
     for past in observations:
         found = colour_of(rf"the door opens with the ({_COLOUR_RE}) key", past)
         note = found if found != none else note
-    if "A note on the wall" in text:
-        room = NOTE
-    elif "Keys hang on the wall" in text:
+    if "Keys hang on the wall" in text:
         room = KEYS
+    elif "A note on the wall" in text:
+        room = NOTE
     elif "A locked door" in text:
         room = DOOR
     else:
@@ -324,6 +348,8 @@ class KeyDoorEnv(TextEnv):
         num_tasks: Tasks of the split.
         family_seed: Seed of the task family (the same in every process, so a state restores anywhere).
         doors: Door colours the family draws from (:func:`task_family`; 1: every door opens with the red key).
+        note_at_keys: The note hangs beside the keys (:func:`make_task`).
+        early_pivot: The key room is the second of ten, eight filler rooms before the door (:func:`make_task`).
         max_steps: Turns before an episode is truncated (default: the longest task's; an episode ends at the door).
     """
 
@@ -338,10 +364,17 @@ class KeyDoorEnv(TextEnv):
         family_seed: int = 0,
         max_steps: int | None = None,
         doors: int = len(COLOURS),
+        note_at_keys: bool = False,
+        early_pivot: bool = False,
     ):
-        self.table = TaskTable(tasks if tasks is not None else task_family(split, num_tasks, family_seed, doors))
+        family = (
+            None if tasks is not None else task_family(split, num_tasks, family_seed, doors, note_at_keys, early_pivot)
+        )
+        self.table = TaskTable(tasks if tasks is not None else family)
         super().__init__(max_steps or int(self.table.num_turns.max()))
         narrowed = f", doors={doors}" if doors != len(COLOURS) else ""
+        narrowed += ", note at keys" if note_at_keys else ""
+        narrowed += ", early pivot" if early_pivot else ""
         self._source = (
             "given tasks" if tasks is not None else f"generated ({split}, family seed {family_seed}{narrowed})"
         )

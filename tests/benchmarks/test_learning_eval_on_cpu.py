@@ -11,12 +11,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _learning_out(root: Path, val_samples: int = 1) -> Path:
-    """A benchmarks/learning.py --out as the script reads it: base settings and data, runs with final checkpoints,
-    the benchmark's results."""
-    (root / "base" / "data").mkdir(parents=True)
-    (root / "results.json").write_text(json.dumps({"settings": {"val_samples": val_samples}}))
-    (root / "base" / "base.json").write_text(json.dumps({"settings": {"env": "keydoor", "env_kwargs": "{}"}}))
-    write_val_data(root / "base" / "data" / "val.parquet")
+    """benchmarks/learning.py's --out (root/out: the results) and --work (root: base data, runs with final
+    checkpoints) as the script reads them."""
+    (root / "base0" / "data").mkdir(parents=True)
+    (root / "out").mkdir()
+    settings = {"val_samples": val_samples, "env": "keydoor", "env_kwargs": "{}"}
+    (root / "out" / "results.json").write_text(json.dumps({"settings": settings}))
+    write_val_data(root / "base0" / "data" / "val.parquet")
     for run, ranks in (("grpo_seed1", 1), ("grpo_seed2", 1), ("prover_oracle1.0_seed1", 2), ("gigpo_seed1", None)):
         for part in ("model/config.json", "model/imitation.json", "data/train.parquet"):  # as cpu_smoke.sh leaves them
             (root / "runs" / run / part).parent.mkdir(parents=True, exist_ok=True)
@@ -31,7 +32,7 @@ def _learning_out(root: Path, val_samples: int = 1) -> Path:
 
 def _run(out: Path, path: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        ["bash", str(ROOT / "benchmarks" / "learning_eval.sh"), str(out)],
+        ["bash", str(ROOT / "benchmarks" / "learning_eval.sh"), str(out / "out"), str(out)],
         capture_output=True,
         text=True,
         env={**os.environ, "PATH": path},
@@ -48,7 +49,7 @@ def test_every_final_checkpoint_is_evaluated_and_compared_to_grpo(tmp_path, stub
     args = (logs / "ProVer (oracle 1.0)" / "tiny" / "seed1" / "args.txt").read_text().splitlines()
     ckpt = out / "runs" / "prover_oracle1.0_seed1" / "checkpoints" / "global_step_3"
     assert f"trainer.resume_from_path='{ckpt}'" in args and "trainer.val_only=true" in args
-    assert f"data.val_files={out / 'base' / 'data' / 'val.parquet'}" in args
+    assert f"data.val_files={out / 'base0' / 'data' / 'val.parquet'}" in args
     assert f"actor_rollout_ref.model.path={out / 'runs' / 'prover_oracle1.0_seed1' / 'model'}" in args
     assert "trainer.n_gpus_per_node=2" in args and "trainer.device=cpu" in args  # the ranks it was saved with
     assert "actor_rollout_ref.rollout.val_kwargs.do_sample=true" not in args  # greedy, as the benchmark validated
@@ -65,9 +66,11 @@ def test_every_final_checkpoint_is_evaluated_and_compared_to_grpo(tmp_path, stub
     assert again.stdout.count("evaluated already") == 3 and compare in again.stdout
 
 
-def test_not_a_learning_out_is_an_error(tmp_path, stub_verl_path):
-    done = _run(tmp_path, stub_verl_path)
-    assert done.returncode == 2 and "not a benchmarks/learning.py --out" in done.stderr
+def test_not_a_learning_work_is_an_error(tmp_path, stub_verl_path):
+    out = _learning_out(tmp_path / "learn")
+    (out / "runs").rename(out / "elsewhere")
+    done = _run(out, stub_verl_path)
+    assert done.returncode == 2 and "not a benchmarks/learning.py --work" in done.stderr
 
 
 def test_a_sampled_benchmark_is_evaluated_sampled_as_it_validated(tmp_path, stub_verl_path):
@@ -88,6 +91,6 @@ def test_a_sampled_benchmark_is_evaluated_sampled_as_it_validated(tmp_path, stub
 
 def test_an_unfinished_benchmark_is_an_error(tmp_path, stub_verl_path):
     out = _learning_out(tmp_path / "learn")
-    (out / "results.json").unlink()
+    (out / "out" / "results.json").unlink()
     done = _run(out, stub_verl_path)
     assert done.returncode == 2 and "let benchmarks/learning.py finish first" in done.stderr

@@ -45,6 +45,7 @@ def test_curve_reads_validation_and_pools_prover_counts():
         (2, 210.0, 0.6),
     ]
     assert (run["main_steps"], run["extra_steps"], run["kind"], run["seed"]) == (160.0, 50.0, "prover", 3)
+    assert run["method"] == "prover_oracle1.0"
     credit = run["credit"]
     assert credit["judge_accuracy"] == 7 / 10 and credit["verified_positive_rate"] == 1 / 4
     assert credit["mean_estimate"] == (0.25 * 2 - 0.5 * 2) / 4 and credit["mean_credit"] == 0.5
@@ -59,13 +60,43 @@ def test_val_success_reads_mean_at_n_of_sampled_validation():
     assert learning.val_success({"val-aux/keydoor/keydoor/won/mean@1": 1.0}, "keydoor") is None
 
 
-def test_keydoor_defaults_to_one_door_from_the_six_door_imitation_and_sampled_validation():
+def test_defaults_are_the_hard_keydoor_dial_with_more_seeds_for_the_headline():
     args = learning.parse_args([])
-    assert (args.env_kwargs, args.imitate_env_kwargs, args.val_samples) == ('{"doors": 1}', "{}", 2)
-    assert args.methods == ["grpo", "prover_oracle1.0"] and args.seeds == [1, 2, 3]
-    other = learning.parse_args(["--env", "searchqa", "--methods", "all"])
-    assert (other.env_kwargs, other.imitate_env_kwargs) == ("{}", "")  # "" imitates on --env-kwargs
-    assert other.methods == list(learning.METHODS)
+    assert args.env_kwargs == learning.HARD_KEYDOOR and args.imitate_env_kwargs == ""  # imitates on --env-kwargs
+    assert (args.val_samples, args.test_freq, args.bases, args.control_group) == (4, 1, 2, 11)
+    assert args.methods == [m for m in learning.METHODS if m != "gigpo"]
+    assert args.plan["grpo"] == args.plan["grpo_control"] == args.plan["prover_divergence"] == [1, 2, 3, 4, 5]
+    assert args.plan["prover_oracle1.0"] == [1, 2, 3, 4, 5] and args.plan["prover_oracle0.5"] == [1, 2, 3]
+    assert sum(map(bool, (m.oracle for m in map(learning.METHODS.get, args.methods)))) == 4
+    non_oracle = [m for m in args.methods if m.startswith("prover_") and not learning.METHODS[m].oracle]
+    assert len(non_oracle) >= 2
+    quick = learning.parse_args(["--quick"])
+    assert quick.plan == dict.fromkeys(learning.HEADLINE, [1, 2, 3])
+    other = learning.parse_args(["--env", "searchqa", "--methods", "grpo,prover_heuristic"])
+    assert other.env_kwargs == "{}"
+
+
+def test_control_group_and_oracle_accuracy_reach_the_run(tmp_path, monkeypatch):
+    """The control trains GRPO with the larger group; the oracle's accuracy and the judge reach the recipe."""
+    calls = []
+    monkeypatch.setattr(learning, "prepare_base", lambda args, index=0: calls.append(("base", index)) or tmp_path)
+    monkeypatch.setattr(learning.smoke, "run_smoke", lambda recipe, run_dir, steps, **kw: calls.append((recipe, kw)))
+    monkeypatch.setattr(learning.smoke, "logged_steps", lambda run_dir, steps: {})
+    monkeypatch.setattr(learning, "curve_of", lambda *a: {"curve": []})
+    (tmp_path / "base.json").write_text('{"settings": {}, "imitation": {}}')
+    args = learning.parse_args(["--out", str(tmp_path / "out"), "--work", str(tmp_path / "work"), "--bases", "2"])
+    learning.run_one("grpo_control", 2, args)
+    (_, base), (recipe, kw) = calls[:2]
+    assert base == 1 and recipe.name == "run_grpo_qwen3.5_2b.sh" and kw["SMOKE_GROUP"] == "11"
+    learning.run_one("prover_oracle0.25", 3, args)
+    (_, base), (recipe, kw) = calls[2:]
+    assert base == 0 and recipe.name == "run_prover_qwen3.5_2b.sh" and kw["SMOKE_GROUP"] == "8"
+    assert kw["SMOKE_JUDGE"] == "noisy" and "algorithm.prover.judge.accuracy=0.25" in kw["overrides"]
+    saved = json.loads((tmp_path / "out" / "runs" / "prover_oracle0.25_seed3.json").read_text())
+    assert saved["group"] == 8 and saved["base"]["index"] == 0
+    calls.clear()
+    learning.run_one("prover_oracle0.25", 3, args)  # read back, not run again
+    assert calls == []
 
 
 def test_val_split_reaches_the_data_and_the_base_settings(tmp_path, monkeypatch):
@@ -75,24 +106,34 @@ def test_val_split_reaches_the_data_and_the_base_settings(tmp_path, monkeypatch)
 
     def run(cmd, log):  # what the base's commands would leave behind: a model directory, the imitation's line
         calls.append(cmd)
-        (tmp_path / "base" / "model").mkdir(exist_ok=True)
+        (tmp_path / "base0" / "model").mkdir(exist_ok=True)
         return '{"replay": 0.5}\n'
 
     monkeypatch.setattr(learning, "_run", run)
-    args = learning.parse_args(["--env", "searchqa", "--val-split", "train", "--out", str(tmp_path)])
+    args = learning.parse_args(["--env", "searchqa", "--val-split", "train", "--work", str(tmp_path)])
     learning.prepare_base(args)
     data = next(cmd for cmd in calls if "prover_verl.data" in cmd)
     assert data[data.index("--val-split") + 1] == "train"
     calls.clear()
     learning.prepare_base(args)
     assert calls == []  # same settings: the base is reused
-    held_out = learning.parse_args(["--env", "searchqa", "--out", str(tmp_path)])
+    held_out = learning.parse_args(["--env", "searchqa", "--work", str(tmp_path)])
     assert held_out.val_split is None
     learning.prepare_base(held_out)
     assert "--val-split" not in next(cmd for cmd in calls if "prover_verl.data" in cmd)
 
 
-@pytest.mark.parametrize("bad", [["--val-samples", "0"], ["--batch", "6"], ["--methods", "grpo,ppo"]])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["--val-samples", "0"],
+        ["--batch", "6"],
+        ["--methods", "grpo,ppo"],
+        ["--bases", "0"],
+        ["--seeds", "1,x"],
+        ["--env", "searchqa", "--methods", "grpo,prover_oracle1.0"],
+    ],
+)
 def test_bad_settings_are_errors_naming_the_flag(bad, capsys):
     with pytest.raises(SystemExit):
         learning.parse_args(bad)
@@ -108,15 +149,35 @@ def test_bad_settings_are_errors_naming_the_flag(bad, capsys):
 # the noise of a 64-task difference is about 0.07-0.09. 6.5 minutes on 2 cores (base 2, run 4.5).
 LEARNING_ARGS = [
     "--env-kwargs", '{"doors": 1}', "--imitate-env-kwargs", "{}", "--methods", "grpo", "--seeds", "1",
-    "--steps", "4", "--test-freq", "4", "--val-samples", "1",
+    "--bases", "1", "--steps", "4", "--test-freq", "4", "--val-samples", "1",
 ]  # fmt: skip
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)  # 3x its 6.5 min on a quiet 2-core machine: under load in CI it ran past 900 s
 def test_grpo_learns_the_single_door_key_in_the_real_loop(tmp_path):
-    report = learning.main(LEARNING_ARGS + ["--out", str(tmp_path)])
+    report = learning.main(LEARNING_ARGS + ["--out", str(tmp_path), "--work", str(tmp_path / "work")])
     (run,) = json.loads((tmp_path / "results.json").read_text())["runs"]["grpo"]
     curve = [point["success"] for point in run["curve"]]
     assert len(curve) == 2 and report["table"]
     assert curve[-1] - curve[0] >= 0.5, f"held-out success {curve}: GRPO did not learn"
+
+
+def test_report_only_reports_the_runs_there_and_names_the_missing(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "out"
+    (out / "runs").mkdir(parents=True)
+    for method in ("grpo", "prover_divergence"):
+        run = {"method": method, "kind": "grpo", "seed": 1, "env_steps": 200.0, "credit": {}}
+        run["curve"] = [
+            {"update": 0, "env_steps": 0.0, "success": 0.1},
+            {"update": 1, "env_steps": 200.0, "success": 0.3},
+        ]
+        (out / "runs" / f"{method}_seed1.json").write_text(json.dumps(run))
+    monkeypatch.setattr(learning, "run_one", lambda method, seed, args: json.loads(
+        (args.out / "runs" / f"{method}_seed{seed}.json").read_text()))  # fmt: skip
+    report = learning.main(["--quick", "--report-only", "--out", str(out), "--work", str(tmp_path / "work")])
+    assert list(report["runs"]) == ["grpo", "prover_divergence"]
+    assert len(report["settings"]["missing_runs"]) == 10 and "grpo_control_seed1" in report["settings"]["missing_runs"]
+    assert "10 of 12 planned runs missing" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="no run of the plan"):
+        learning.main(["--quick", "--report-only", "--out", str(tmp_path / "empty"), "--work", str(tmp_path / "w")])

@@ -105,8 +105,33 @@ def test_outcome_hinges_on_the_key_room():
         assert not [env.step(a) for a in late][-1][4]["won"]
 
 
-def test_batch_features_match_the_text():
-    env = kd.KeyDoorEnv()
+def test_hard_variant_puts_the_note_by_the_keys_early_with_eight_filler_rooms_after():
+    env = kd.KeyDoorEnv(split="eval", doors=2, note_at_keys=True, early_pivot=True)
+    tasks = env.table.tasks
+    assert {(t.num_turns, t.note_turn, t.pivot_turn) for t in tasks} == {(kd.MAX_TURNS, 1, 1)}
+    assert {kd.COLOURS[t.door] for t in tasks} == {"red", "blue"}  # the key depends on the note, not one colour
+    for task in tasks[:8]:
+        assert task.room(1) == kd.KEYS
+        env.reset(options={"task_id": task.task_id})
+        obs, *_ = env.step("walk on")
+        assert (
+            f"Keys hang on the wall: {', '.join(kd.COLOURS)}. A note beside them reads: the door opens with the "
+            f"{kd.COLOURS[task.door]} key." in obs
+        )
+    # the default family draws as it always did (recorded before the variants existed)
+    task = kd.task_family("eval", 4)[3]
+    assert (task.num_turns, task.note_turn, task.pivot_turn, task.door, task.carpets) == (
+        6,
+        0,
+        4,
+        4,
+        (-1, 0, 0, 1, -1, -1),
+    )
+
+
+@pytest.mark.parametrize("variant", [{}, {"doors": 2, "note_at_keys": True, "early_pivot": True}])
+def test_batch_features_match_the_text(variant):
+    env = kd.KeyDoorEnv(**variant)
     rng = random.Random(1)
     table = env.table
     for i, task_id in enumerate(env.task_ids()[:25]):

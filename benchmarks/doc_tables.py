@@ -1,0 +1,96 @@
+"""Regenerate the docs' result tables from the committed results files (never typed by hand).
+
+A generated block in a markdown file under ``docs/`` (or the README) is::
+
+    <!-- generated: benchmarks/results/learning/keydoor_hard/results.json table -->
+    ...the table...
+    <!-- end generated -->
+
+and holds that part of that file as its benchmark renders it (:data:`RENDERERS`, by the file's folder).
+
+    python benchmarks/doc_tables.py          # rewrite every block
+    python benchmarks/doc_tables.py --check  # exit 1, naming the blocks that differ from their files
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import judge_agentic, keydoor_probe, learning_report  # noqa: E402
+from prover_verl.judge_model import report as judge_model_report  # noqa: E402
+
+
+def _judge_model(report: dict, part: str) -> str:
+    if part != "table":
+        raise ValueError(f"unknown part {part!r} of a judge_model report; only 'table'")
+    return judge_model_report.table(report)
+
+
+# results folder -> the function that renders a part of its files
+RENDERERS = {
+    "benchmarks/results/learning/": learning_report.render,
+    "benchmarks/results/keydoor_probe/": keydoor_probe.render,
+    "benchmarks/results/judge_agentic/": judge_agentic.render,
+    "benchmarks/results/judge_model/": _judge_model,
+}
+
+
+def renderer(source: str):
+    """The renderer of the results file ``source`` (a path from the repository root)."""
+    for folder, render in RENDERERS.items():
+        if source.startswith(folder):
+            return render
+    raise ValueError(f"generated block names {source}: no renderer for it (known folders: {list(RENDERERS)})")
+
+
+BLOCK = re.compile(r"(<!-- generated: (\S+) (\w+) -->\n)(.*?)(<!-- end generated -->)", re.DOTALL)
+
+
+def documents(root: Path = ROOT) -> list[Path]:
+    """The markdown files that may hold generated blocks."""
+    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+
+
+def regenerate(text: str, root: Path = ROOT) -> tuple[str, list[str]]:
+    """``text`` with every generated block rendered anew from its results file, and the blocks that changed."""
+    changed = []
+
+    def fill(match: re.Match) -> str:
+        source, part = match.group(2), match.group(3)
+        render = renderer(source)
+        path = root / source
+        if not path.exists():
+            raise FileNotFoundError(f"generated block names {source}, which does not exist")
+        body = render(json.loads(path.read_text()), part) + "\n"
+        if body != match.group(4):
+            changed.append(f"{source} {part}")
+        return match.group(1) + body + match.group(5)
+
+    return BLOCK.sub(fill, text), changed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a block is stale")
+    args = parser.parse_args(argv)
+    stale = []
+    for doc in documents():
+        text = doc.read_text()
+        new, changed = regenerate(text)
+        stale += [f"{doc.relative_to(ROOT)}: {c}" for c in changed]
+        if changed and not args.check:
+            doc.write_text(new)
+    for line in stale:
+        print(("stale " if args.check else "rewrote ") + line)
+    return 1 if stale and args.check else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,267 @@
+"""The learning benchmark's analysis and tables: every method read at one env-step budget, paired by seed.
+
+:func:`analyse` turns the runs (``benchmarks/learning.py``'s per-run JSON) into per-seed values, summaries, paired
+tests against GRPO and against the equal-cost control, and the judge dial's break-even hit rate
+(:mod:`prover_verl.eval.equal_cost`). :func:`render` makes the markdown tables from ``results.json`` alone, so
+``benchmarks/doc_tables.py`` regenerates the docs' tables from the committed file and a test checks they agree.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from prover_verl.eval.equal_cost import auc_to, break_even, paired, steps_to, success_at, verdict
+
+BASELINE, CONTROL = "grpo", "grpo_control"
+MEASURES = ("at_budget", "auc", "final")
+
+
+def per_seed(run: Mapping[str, Any], budget: float, target: float) -> dict[str, Any]:
+    """One run's readouts: success at ``budget`` env steps, mean success over ``[0, budget]``, env steps to
+    ``target``, success after its last update (per update, not at equal cost), and its costs and judge counts."""
+    curve = run["curve"]
+    credit = run.get("credit", {})
+    return {
+        "at_budget": success_at(curve, budget),
+        "auc": auc_to(curve, budget),
+        "final": curve[-1]["success"],
+        "start": curve[0]["success"],
+        "steps_to_target": steps_to(curve, target),
+        "reached_budget": curve[-1]["env_steps"] >= budget,
+        "updates_at_budget": max(p["update"] for p in curve if p["env_steps"] <= budget),
+        "env_steps": run["env_steps"],
+        "steps_per_update": run["env_steps"] / curve[-1]["update"],
+        "hit_rate": credit.get("judge_accuracy"),
+        "verified_positive_rate": credit.get("verified_positive_rate"),
+        "credited_token_frac": credit.get("credited_token_frac"),
+    }
+
+
+def _mean_sem(values: Sequence[float | None]) -> dict[str, Any]:
+    values = [v for v in values if v is not None]
+    if not values:
+        return {"n": 0, "mean": None, "sem": None}
+    sem = float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(values) > 1 else None
+    return {"n": len(values), "mean": float(np.mean(values)), "sem": sem}
+
+
+def analyse(runs: Mapping[str, Sequence[Mapping[str, Any]]], target: float) -> dict[str, Any]:
+    """Per-seed readouts, summaries, paired tests and the break-even hit rate of the benchmark's runs.
+
+    The budget is GRPO's median final env steps (every method's shortest median where GRPO was not run): every
+    method is read there, so ProVer's verifier steps and the control's larger groups are charged.
+    """
+    if not runs:
+        raise ValueError("no runs to analyse")
+    finals = {m: float(np.median([r["env_steps"] for r in rs])) for m, rs in runs.items()}
+    budget = finals[BASELINE] if BASELINE in finals else min(finals.values())
+    seeds = {m: {r["seed"]: per_seed(r, budget, target) for r in rs} for m, rs in runs.items()}
+    methods: dict[str, Any] = {}
+    for method, values in seeds.items():
+        rows = list(values.values())
+        summary = {key: _mean_sem([v[key] for v in rows]) for key in (*MEASURES, "start", "hit_rate")}
+        summary |= {
+            "seeds": sorted(values),
+            "reached_target": sum(v["steps_to_target"] is not None for v in rows),
+            "steps_to_target": _mean_sem([v["steps_to_target"] for v in rows]),
+            "reached_budget": sum(v["reached_budget"] for v in rows),
+            "steps_per_update": float(np.mean([v["steps_per_update"] for v in rows])),
+            "verified_positive_rate": _mean_sem([v["verified_positive_rate"] for v in rows])["mean"],
+            "credited_token_frac": _mean_sem([v["credited_token_frac"] for v in rows])["mean"],
+        }
+        for ref in (BASELINE, CONTROL):
+            if ref in seeds and ref != method:
+                summary[f"minus_{ref}"] = {
+                    key: paired({s: v[key] for s, v in values.items()}, {s: v[key] for s, v in seeds[ref].items()})
+                    for key in MEASURES
+                }
+        methods[method] = summary
+    return {
+        "budget": budget,
+        "target": target,
+        "per_seed": seeds,
+        "methods": methods,
+        "break_even": {ref: dial(runs, seeds, ref) for ref in (BASELINE, CONTROL) if ref in seeds},
+    }
+
+
+def dial(runs: Mapping[str, Sequence[Mapping[str, Any]]], seeds: Mapping[str, Any], ref: str) -> dict[str, Any] | None:
+    """The noisy-oracle dial against ``ref``: each oracle run's measured hit rate and its gain at the budget over
+    ``ref``'s run of the same seed, the break-even fit, and where each judge a user can run falls (its measured hit
+    rate, the gain the line predicts there, the gain it had). None with fewer than two dial settings."""
+    oracle = [m for m, rs in runs.items() if rs and rs[0].get("method", m).startswith("prover_oracle")]
+    points = [
+        (s, v["hit_rate"], v["at_budget"] - seeds[ref][s]["at_budget"])
+        for m in oracle
+        for s, v in seeds[m].items()
+        if s in seeds[ref] and v["hit_rate"] is not None
+    ]
+    if len({round(p[1], 2) for p in points}) < 2:
+        return None
+    fit = break_even(points)
+    judges = {}
+    for method, values in seeds.items():
+        if not method.startswith("prover_") or method in oracle:
+            continue
+        rate = _mean_sem([v["hit_rate"] for v in values.values()])["mean"]
+        gain = paired(
+            {s: v["at_budget"] for s, v in values.items()}, {s: v["at_budget"] for s, v in seeds[ref].items()}
+        )
+        predicted = None if rate is None else fit["intercept"] + fit["slope"] * rate
+        judges[method] = {"hit_rate": rate, "predicted_gain": predicted, "gain": gain["mean"], "sem": gain["sem"]}
+    return fit | {"judges": judges}
+
+
+def write(
+    runs: Mapping[str, Sequence[Mapping[str, Any]]],
+    out: Path,
+    settings: Mapping[str, Any],
+    command: str,
+    commit: str,
+    target: float,
+) -> dict[str, Any]:
+    """Write ``results.json`` (command, commit, settings, the runs, the analysis), ``results.md`` and the PNG under
+    ``out``; return the report with its rendered ``table``."""
+    from prover_verl.demo.report import plot
+
+    out.mkdir(parents=True, exist_ok=True)
+    report = {
+        "command": command,
+        "commit": commit,
+        "settings": dict(settings),
+        "runs": {m: list(rs) for m, rs in runs.items()},
+        "analysis": analyse(runs, target),
+    }
+    (out / "results.json").write_text(json.dumps(report, indent=1) + "\n")
+    text = "\n\n".join(render(report, part) for part in PARTS)
+    (out / "results.md").write_text(f"`{command}` (commit {commit})\n\n{text}\n")
+    plot(
+        {m: list(rs) for m, rs in runs.items()},
+        out / "success_vs_env_steps.png",
+        target,
+        f"{settings.get('env', '')} {settings.get('env_kwargs', '')}: learning in verl's real loop on CPU (tiny model)",
+        "success rate (held-out tasks, sampled)",
+    )
+    return report | {"table": text}
+
+
+def _num(value: float | None, spec: str = ".3f") -> str:
+    return "—" if value is None else format(value, spec)
+
+
+def _ms(entry: Mapping[str, Any], spec: str = ".3f") -> str:
+    """``mean ± sem`` (``mean`` alone with one seed)."""
+    if entry["mean"] is None:
+        return "—"
+    return _num(entry["mean"], spec) + ("" if entry["sem"] is None else f" ± {_num(entry['sem'], spec)}")
+
+
+def _diff(entry: Mapping[str, Any] | None) -> str:
+    if entry is None:
+        return "—"
+    sem = "" if entry["sem"] is None else f" ± {entry['sem']:.3f}, p {entry['p']:.2g}"
+    return f"{entry['mean']:+.3f}{sem} ({verdict(entry)})"
+
+
+def _table(report: Mapping[str, Any]) -> str:
+    a = report["analysis"]
+    target = a["target"]
+    lines = [
+        f"| method | seeds | success at {a['budget']:,.0f} env steps | mean success over [0, budget] | env steps "
+        f"to {target:.0%} (reached) | − GRPO at budget | − control at budget | judge hit rate | verified positive | "
+        "env steps / update | success after the last update (per update) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    grpo_steps = a["methods"].get(BASELINE, {}).get("steps_per_update")
+    for name, m in a["methods"].items():
+        oracle = " (oracle)" if name.startswith("prover_oracle") else ""
+        reached = f"{_ms(m['steps_to_target'], ',.0f')} ({m['reached_target']}/{len(m['seeds'])})"
+        ratio = f"{m['steps_per_update']:,.0f}" + (
+            f" (×{m['steps_per_update'] / grpo_steps:.2f})" if grpo_steps else ""
+        )
+        lines.append(
+            f"| {name}{oracle} | {len(m['seeds'])} | {_ms(m['at_budget'])} | {_ms(m['auc'])} | {reached} | "
+            f"{_diff(m.get('minus_grpo', {}).get('at_budget'))} | "
+            f"{_diff(m.get('minus_grpo_control', {}).get('at_budget'))} | {_ms(m['hit_rate'], '.2f')} | "
+            f"{_num(m['verified_positive_rate'], '.2f')} | {ratio} | {_ms(m['final'])} |"
+        )
+    lines += [
+        "",
+        f"Budget: GRPO's median final env steps ({a['budget']:,.0f}); each run is read at its last validation that had "
+        "spent at most that (no interpolation). ± is the sem over seeds; differences are paired by seed (same "
+        "imitated base, same validation draws), with the paired t-test's two-sided p; 'above'/'below' where p < "
+        "0.05. The oracle judges read the env's hidden pivot: a dial, not a judge a user can run.",
+    ]
+    walls = [r["wall_s"] / 60 for rs in report["runs"].values() for r in rs if "wall_s" in r]
+    if walls:
+        lines.append(
+            f"\nWall time a run (2 CPU cores, shared with other work while these ran): "
+            f"{min(walls):.0f}–{max(walls):.0f} min, {sum(walls):.0f} min in all ({len(walls)} runs)."
+        )
+    missing = report["settings"].get("missing_runs")
+    if missing:
+        lines.append(f"\n**Partial**: {len(missing)} planned runs are not in the results yet ({', '.join(missing)}).")
+    return "\n".join(lines)
+
+
+def _per_seed_table(report: Mapping[str, Any]) -> str:
+    a = report["analysis"]
+    seeds = sorted({s for values in a["per_seed"].values() for s in map(int, values)})
+    lines = [
+        "| method | " + " | ".join(f"seed {s}" for s in seeds) + " |",
+        "|---|" + "---|" * len(seeds),
+    ]
+    for name, values in a["per_seed"].items():
+        cells = []
+        for s in seeds:
+            v = values.get(str(s), values.get(s))
+            cells.append("" if v is None else f"{v['start']:.3f} → {v['at_budget']:.3f} ({v['updates_at_budget']} upd)")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += ["", "Per seed: success before training → at the budget (updates done within it)."]
+    return "\n".join(lines)
+
+
+def _break_even(report: Mapping[str, Any]) -> str:
+    lines = []
+    for ref, fit in report["analysis"]["break_even"].items():
+        name = "GRPO" if ref == BASELINE else "the equal-cost control"
+        if fit is None:
+            lines.append(f"- Against {name}: fewer than two oracle settings were run; no break-even.")
+            continue
+        where = (
+            "the line does not rise with the hit rate: no break-even"
+            if fit["hit_rate"] is None
+            else f"gain 0 at hit rate {fit['hit_rate']:.2f}"
+            + (
+                f" (95 % bootstrap interval {fit['interval'][0]:.2f}–{fit['interval'][1]:.2f})"
+                if fit["interval"]
+                else f" (slope positive in only {fit['positive_slope_frac']:.0%} of bootstrap resamples: no interval)"
+            )
+        )
+        lines.append(
+            f"- Against {name}: gain at budget = {fit['intercept']:+.3f} + {fit['slope']:.3f} × hit rate over "
+            f"{len(fit['points'])} oracle runs; {where}."
+        )
+        for judge, j in fit["judges"].items():
+            sem = "" if j["sem"] is None else f" ± {j['sem']:.3f}"
+            lines.append(
+                f"  - {judge}: hit rate {_num(j['hit_rate'], '.2f')}, the line predicts "
+                f"{_num(j['predicted_gain'], '+.3f')}, measured {_num(j['gain'], '+.3f')}{sem}"
+            )
+    return "\n".join(lines)
+
+
+PARTS = {"table": _table, "per_seed": _per_seed_table, "break_even": _break_even}
+
+
+def render(report: Mapping[str, Any], part: str) -> str:
+    """The markdown of one ``part`` (:data:`PARTS`) of a ``results.json`` report."""
+    if part not in PARTS:
+        raise ValueError(f"unknown part {part!r}; one of {list(PARTS)}")
+    return PARTS[part](report)

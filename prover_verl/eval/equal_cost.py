@@ -1,0 +1,140 @@
+"""Learning curves compared at equal cost: success read at an env-step budget, paired tests, the judge dial.
+
+A run is a learning curve, ``[{"update", "env_steps", "success"}, ...]`` from update 0 (no env steps spent), as
+``benchmarks/learning.py`` records it. ProVer spends more env steps per update than GRPO (the verifier's
+continuations), so comparing at equal updates flatters it; every number here is read at an equal env-step budget.
+
+Reading at a budget uses measured points only: a run's success at ``B`` env steps is its last evaluation that had
+spent at most ``B`` (no line drawn between evaluations), and its area is the same step function integrated over
+``[0, B]``. Differences are paired by seed (each seed starts from the same model and draws the same validation), and
+tested with the paired t-test over seeds. The judge dial fits the paired gain of the noisy oracle judges against
+their measured hit rate and reads where the line crosses zero: the break-even hit rate, with a bootstrap interval
+over seeds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+Curve = Sequence[Mapping[str, float]]
+
+
+def success_at(curve: Curve, budget: float) -> float:
+    """Success of the last evaluation that had spent at most ``budget`` env steps.
+
+    Raises:
+        ValueError: the curve has no evaluation at or under ``budget`` (update 0 spends none, so only a curve
+            without it), or its env steps decrease.
+    """
+    steps = np.array([p["env_steps"] for p in curve], dtype=np.float64)
+    if np.any(np.diff(steps) < 0):
+        raise ValueError(f"env steps must not decrease along a curve: {steps.tolist()}")
+    under = np.nonzero(steps <= budget)[0]
+    if not len(under):
+        raise ValueError(f"no evaluation at or under {budget:,.0f} env steps (first at {steps[0]:,.0f})")
+    return float(curve[int(under[-1])]["success"])
+
+
+def auc_to(curve: Curve, budget: float) -> float:
+    """Mean success over ``[0, budget]`` env steps: :func:`success_at`'s step function integrated, over ``budget``.
+
+    A run that stops before ``budget`` holds its last success to the end (its reach is reported separately).
+    """
+    if budget <= 0:
+        raise ValueError(f"budget must be positive, got {budget}")
+    success_at(curve, 0.0)  # checks the curve starts at 0 env steps and never goes back
+    edges = [min(p["env_steps"], budget) for p in curve] + [budget]
+    return float(sum(p["success"] * (edges[i + 1] - edges[i]) for i, p in enumerate(curve)) / budget)
+
+
+def steps_to(curve: Curve, target: float) -> float | None:
+    """Env steps at the first evaluation with success ``>= target`` (None if never)."""
+    return next((float(p["env_steps"]) for p in curve if p["success"] >= target), None)
+
+
+def paired(a: Mapping[int, float], b: Mapping[int, float]) -> dict[str, Any]:
+    """``a - b`` over the seeds both have: per-seed values, mean, std, sem, the paired t-test's t and two-sided p.
+
+    With one seed there is no noise estimate: sem, t and p are None (never a zero sem that makes any difference
+    significant).
+    """
+    seeds = sorted(set(a) & set(b))
+    if not seeds:
+        raise ValueError("no seeds in common")
+    diffs = np.array([a[s] - b[s] for s in seeds], dtype=np.float64)
+    out: dict[str, Any] = {"seeds": seeds, "per_seed": diffs.tolist(), "mean": float(diffs.mean())}
+    if len(diffs) < 2:
+        return out | {"std": None, "sem": None, "t": None, "p": None}
+    std = float(diffs.std(ddof=1))
+    sem = std / math.sqrt(len(diffs))
+    if sem == 0.0:  # every seed gave the same difference: the t-test is undefined, the sign is not in doubt
+        t, p = (math.copysign(math.inf, diffs.mean()), 0.0) if diffs.mean() else (0.0, 1.0)
+    else:
+        t = float(diffs.mean() / sem)
+        p = float(2 * stats.t.sf(abs(t), df=len(diffs) - 1))
+    return out | {"std": std, "sem": sem, "t": t, "p": p}
+
+
+def verdict(diff: Mapping[str, Any], alpha: float = 0.05) -> str:
+    """``above``/``below`` where the paired test rejects no difference at ``alpha`` (two-sided), else ``within
+    noise``; ``one seed`` where there is no test."""
+    if diff.get("p") is None:
+        return "one seed"
+    if diff["p"] >= alpha:
+        return "within noise"
+    return "above" if diff["mean"] > 0 else "below"
+
+
+def break_even(points: Sequence[tuple[int, float, float]], resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
+    """The hit rate at which a judge's paired gain crosses zero, from the noisy-oracle dial.
+
+    Args:
+        points: ``(seed, hit_rate, gain)`` per run of each dial setting (hit rate measured in that run; gain its
+            paired difference against the baseline at the budget); at least two distinct hit rates.
+        resamples: Bootstrap resamples (runs drawn with replacement within each hit-rate setting).
+        seed: The bootstrap's random seed.
+
+    Returns:
+        ``intercept`` and ``slope`` of the least-squares line gain = intercept + slope · hit_rate, ``hit_rate``
+        (where it crosses zero: None if the slope is not positive), and its 2.5-97.5 % bootstrap interval
+        ``interval`` (None where fewer than 95 % of resamples have a positive slope), ``positive_slope_frac``.
+    """
+    rates = np.array([p[1] for p in points], dtype=np.float64)
+    gains = np.array([p[2] for p in points], dtype=np.float64)
+    if len(np.unique(np.round(rates, 9))) < 2:
+        raise ValueError("the break-even fit needs runs at two different hit rates at least")
+
+    def fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+        slope, intercept = np.polyfit(x, y, 1)
+        return float(intercept), float(slope)
+
+    intercept, slope = fit(rates, gains)
+    # resample within each dial setting, so every resample keeps the settings' spread of hit rates
+    settings = np.round(rates, 2)
+    groups = [np.nonzero(settings == s)[0] for s in np.unique(settings)]
+    rng = np.random.default_rng(seed)
+    crossings, positive = [], 0
+    for _ in range(resamples):
+        pick = np.concatenate([rng.choice(g, size=len(g)) for g in groups])
+        b_intercept, b_slope = fit(rates[pick], gains[pick])
+        if b_slope > 0:
+            positive += 1
+            crossings.append(-b_intercept / b_slope)
+    frac = positive / resamples
+    interval = None
+    if frac >= 0.95:
+        low, high = np.percentile(crossings, [2.5, 97.5])
+        interval = [float(low), float(high)]
+    return {
+        "intercept": intercept,
+        "slope": slope,
+        "hit_rate": -intercept / slope if slope > 0 else None,
+        "interval": interval,
+        "positive_slope_frac": frac,
+        "points": [[int(s), float(h), float(g)] for s, h, g in points],
+    }
