@@ -5,6 +5,9 @@ Written from reading verl-agent (``agent_system/environments/env_manager.py``, `
 from a template: the task, the last ``history_length`` (observation, action) pairs, the current observation and
 the admissible actions; and it "projects" the reply to an env action with a validity flag that the trainer turns
 into a penalty (``invalid_action_penalty_coef``, 0.1 in its example scripts).
+
+This project's agent loop continues one conversation per episode and does not apply these (docs/environments.md,
+"Protocols"); they define the ``verl_agent`` protocols' prompt side and the conformance tests replay them.
 """
 
 from __future__ import annotations
@@ -13,6 +16,9 @@ import re
 from collections.abc import Sequence
 
 _CJK = re.compile(r"[\u4e00-\u9fff]")
+
+HISTORY_LENGTH = 2  # verl/trainer/config/ppo_trainer.yaml: env.history_length
+INVALID_ACTION_PENALTY = 0.1  # examples/grpo_trainer/run_{webshop,alfworld}.sh: invalid_action_penalty_coef
 
 
 def project_action(reply: str, tail_chars: int) -> tuple[str, bool]:
@@ -45,4 +51,38 @@ def history_text(history: Sequence[tuple[str, str]], history_length: int) -> tup
     return "\n".join(lines), len(recent)
 
 
-__all__ = ["history_text", "project_action"]
+def turn_prompt(
+    no_history: str,
+    with_history: str,
+    history: Sequence[tuple[str, str]],
+    history_length: int = HISTORY_LENGTH,
+    max_chars: int | None = None,
+    **fields: str,
+) -> str:
+    """One turn's prompt as verl-agent's env managers build it (``build_text_obs``).
+
+    Args:
+        no_history: The template of the first turn (or of ``history_length`` 0), filled with ``fields``.
+        with_history: The template of later turns, filled with ``fields`` and ``step_count``, ``history_length``
+            (pairs shown), ``action_history`` (:func:`history_text`) and ``current_step``.
+        history: Every (observation, action) pair of the episode so far.
+        history_length: Pairs shown.
+        max_chars: A prompt with history longer than this is replaced by the one without (WebShop's 13,000).
+        **fields: The env's own fields (task, observation, admissible actions); a template ignores the ones it
+            does not name.
+    """
+    short = no_history.format(**fields)
+    if not history or history_length <= 0:
+        return short
+    context, shown = history_text(history, history_length)
+    prompt = with_history.format(
+        step_count=len(history),
+        history_length=shown,
+        action_history=context,
+        current_step=len(history) + 1,
+        **fields,
+    )
+    return short if max_chars is not None and len(prompt) > max_chars else prompt
+
+
+__all__ = ["HISTORY_LENGTH", "INVALID_ACTION_PENALTY", "history_text", "project_action", "turn_prompt"]

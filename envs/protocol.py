@@ -6,7 +6,8 @@ The env takes a ``protocol`` constructor kwarg (str, default ``"default"``) and 
 :func:`settings`; the prompt adapter (``prover_verl.agent.adapters``) reads the same entry through
 :func:`selected` for what is on the LLM's side (system prompt, stop strings, thoughts). A protocol is chosen with
 ``env.protocol=<name>`` in the training config or ``{"protocol": "<name>"}`` in the env kwargs; any setting given
-explicitly as well wins over the protocol's.
+explicitly as well wins over the protocol's. ``python -m prover_verl.data --protocol <name>`` writes the protocol's
+train and validation splits (:attr:`Protocol.train_split`, :attr:`Protocol.val_splits`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ class Protocol:
         strip_thoughts: ``<think>...</think>`` blocks are removed from a reply before the env parses it.
         strip_observations: Observations lose their leading and trailing whitespace in the prompt (else they are
             sent as the env gives them, e.g. Search-R1's blank lines around ``<information>``).
+        train_split: The split the data writer trains on; None: the env spec's ``train_split``.
+        val_splits: The splits it validates on, each reported on its own (e.g. verl-agent's ALFWorld
+            ``valid_seen`` and ``valid_unseen``); empty: the env spec's ``val_split``.
     """
 
     summary: str
@@ -40,6 +44,8 @@ class Protocol:
     stop: tuple[str, ...] = ()
     strip_thoughts: bool = True
     strip_observations: bool = True
+    train_split: str | None = None
+    val_splits: tuple[str, ...] = ()
 
 
 def protocols(env_name: str) -> Mapping[str, Protocol] | None:

@@ -5,15 +5,15 @@ and validation splits and writes ``train.parquet`` and ``val.parquet`` in the ro
 reads. The agent loop builds its prompts from the environment itself; the ``prompt`` column only names the
 task (verl's dataset requires one). Validation rows carry ``verify: false``, so ProVer never runs on them.
 
-``--protocol NAME`` plays the env under one of its named protocols (``envs/<env>/protocol.py``; e.g. WebShop's and
-ALFWorld's ``verl_agent``): it is passed to the env, and its train and validation splits are the defaults (ALFWorld's
-``verl_agent``: ``valid_seen`` and ``valid_unseen``). ``--val-split`` takes several splits, comma-separated.
+``--protocol NAME`` (or ``"protocol"`` in ``--env-kwargs``) plays the env under one of its named protocols
+(:mod:`envs.protocol`; e.g. WebShop's and ALFWorld's ``verl_agent``): it is passed to the env, and its train and
+validation splits are the defaults (ALFWorld's ``verl_agent``: ``valid_seen`` and ``valid_unseen``). ``--val-split``
+takes several splits, comma-separated.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 from collections.abc import Sequence
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import envs
+from envs import protocol
 from prover_verl.agent import AGENT_NAME
 
 
@@ -57,18 +58,17 @@ def task_rows(
     return rows
 
 
-def protocol_splits(env_name: str, protocol: str) -> tuple[str, tuple[str, ...]]:
-    """The train split and validation splits of ``env_name``'s protocol ``protocol``.
+def protocol_splits(env_name: str, name: str | None) -> tuple[str, tuple[str, ...]]:
+    """The train split and validation splits of ``env_name``'s protocol ``name`` (None: its default), the env
+    spec's where the protocol sets none or the env has no protocols.
 
     Raises:
-        ValueError: the env has no protocols, or none of that name (the message lists them).
+        ValueError: a name the env has no protocol of (the message lists the known ones).
     """
-    try:
-        module = importlib.import_module(f"envs.{env_name}.protocol")
-    except ModuleNotFoundError:
-        raise ValueError(f"environment '{env_name}' has no named protocols (no envs/{env_name}/protocol.py)") from None
-    data = module.resolve(protocol)["data"]
-    return data["train_split"], tuple(data["val_splits"])
+    chosen = protocol.selected(env_name, {"protocol": name})
+    spec = envs.spec(env_name)
+    train_split, val_splits = (None, ()) if chosen is None else (chosen.train_split, chosen.val_splits)
+    return train_split or spec.train_split, val_splits or (spec.val_split,)
 
 
 def write_dataset(
@@ -103,21 +103,20 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", required=True, choices=envs.env_names())
     parser.add_argument("--out", required=True, help="output directory")
-    parser.add_argument("--train-split", default=None, help="default: the env spec's train_split")
+    parser.add_argument("--train-split", default=None, help="default: the protocol's, else the spec's")
     parser.add_argument("--val-split", default=None, help="comma-separated; default: the protocol's, else the spec's")
     parser.add_argument("--env-kwargs", default="{}", help="JSON constructor arguments (e.g. data paths)")
     parser.add_argument("--protocol", default=None, help="a named protocol of the env (envs/<env>/protocol.py)")
     parser.add_argument("--max-train", type=int, default=None)
     parser.add_argument("--max-val", type=int, default=None)
     args = parser.parse_args(argv)
-    spec = envs.spec(args.env)
     env_kwargs = json.loads(args.env_kwargs)
-    train_split, val_splits = spec.train_split, (spec.val_split,)
     if args.protocol is not None:
         if env_kwargs.get("protocol", args.protocol) != args.protocol:
             parser.error(f"--protocol {args.protocol} but --env-kwargs names protocol {env_kwargs['protocol']!r}")
         env_kwargs["protocol"] = args.protocol
-        train_split, val_splits = protocol_splits(args.env, args.protocol)
+    # the protocol named either way sets the splits (the recipes' data commands pass it in ENV_KWARGS)
+    train_split, val_splits = protocol_splits(args.env, env_kwargs.get("protocol"))
     write_dataset(
         args.env,
         args.out,

@@ -6,8 +6,9 @@
 #   MODEL_PATH   model directory or hub id        (default: Qwen/Qwen3.5-${MODEL_SIZE})
 #   DATA_DIR     train/val parquet from prover_verl.data (default: ~/data/prover/${ENV_NAME})
 #   ENV_KWARGS   JSON constructor args of the env, e.g. '{"data_dir": "/data/alfworld"}' (default: {})
-#   PROTOCOL     the env's named protocol (docs/environments.md), put into ENV_KWARGS as "protocol" (default per
-#                env below: Search-QA's is search_r1, Search-R1's published setting; empty: the env's default)
+#   PROTOCOL     the env's named protocol (docs/environments.md), put into ENV_KWARGS as "protocol" (the WebShop
+#                and ALFWorld recipes set default; Search-QA's below is search_r1, Search-R1's published setting;
+#                empty: the env's default); the data (prover_verl.data) and imitation read it from ENV_KWARGS too
 #   N_GPUS       GPUs per node = FSDP ranks and rollout replicas per node (default 8)
 #   AGENT_WORKERS  verl agent-loop worker processes (rollout.agent.num_workers; default 8)
 #   ENV_WORKERS  env worker processes per node, shared by the node's agent-loop workers (env.pool_workers; default 4)
@@ -24,16 +25,6 @@ set -euo pipefail
 MODEL_PATH=${MODEL_PATH:-Qwen/Qwen3.5-${MODEL_SIZE}}
 DATA_DIR=${DATA_DIR:-$HOME/data/prover/${ENV_NAME}}
 ENV_KWARGS=${ENV_KWARGS:-"{}"}
-# PROTOCOL: the env's named protocol (envs/<env>/protocol.py; the WebShop and ALFWorld recipes set theirs, see
-# docs/environments.md), added to ENV_KWARGS; make the data with the same one (python -m prover_verl.data --protocol).
-if [ -n "${PROTOCOL:-}" ]; then
-  ENV_KWARGS=$(python3 -c '
-import json, sys
-kwargs, name = json.loads(sys.argv[1]), sys.argv[2]
-if kwargs.setdefault("protocol", name) != name:
-    sys.exit("PROTOCOL=%s but ENV_KWARGS names protocol %r" % (name, kwargs["protocol"]))
-print(json.dumps(kwargs))' "$ENV_KWARGS" "$PROTOCOL") || exit 2
-fi
 TOTAL_STEPS=${TOTAL_STEPS:-150}
 PROJECT=${PROJECT:-prover}
 EXPERIMENT=${EXPERIMENT:-${ENV_NAME}_${ESTIMATOR}_qwen3.5_${MODEL_SIZE,,}}
@@ -72,14 +63,15 @@ case "$ENV_NAME" in
   *) echo "unknown ENV_NAME=$ENV_NAME" >&2; exit 2 ;;
 esac
 BATCH=${TRAIN_BATCH:-$BATCH}
-if [ -n "${PROTOCOL:-}" ]; then  # one place for it: data, imitation and the run all read ENV_KWARGS
+# the one place PROTOCOL enters ENV_KWARGS (after the per-env default above): data, imitation and the run read it there
+if [ -n "${PROTOCOL:-}" ]; then
   ENV_KWARGS=$(python3 -c '
 import json, sys
 kwargs, name = json.loads(sys.argv[1]), sys.argv[2]
 given = kwargs.get("protocol", name)
 if given != name:
     sys.exit(f"ENV_KWARGS protocol={given!r} and PROTOCOL={name!r} disagree; give one")
-print(json.dumps({**kwargs, "protocol": name}))' "$ENV_KWARGS" "$PROTOCOL")
+print(json.dumps({**kwargs, "protocol": name}))' "$ENV_KWARGS" "$PROTOCOL") || exit 2
 fi
 # Per model size: the token budget of one micro batch per GPU with verl's dynamic batch size (actor, and by default
 # ref and rollout log-probs, and the critic); docs/reproduce.md has the arithmetic. It must hold the longest

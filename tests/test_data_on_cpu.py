@@ -94,13 +94,27 @@ def test_a_protocol_sets_the_splits_alfworld_validates_in_and_out_of_distributio
     val = pd.read_parquet(tmp_path / "d" / "val.parquet")
     assert [e["split"] for e in val["extra_info"]] == ["valid_seen", "valid_unseen"]  # verl-agent's ID and OOD
     assert not any(e["verify"] for e in val["extra_info"])
-    with pytest.raises(ValueError, match="unknown ALFWorld protocol 'search_r1'; known: default, verl_agent"):
+    # the protocol named in the env kwargs (as the recipes' data commands pass it) sets the splits too
+    data.main(["--env", "alfworld", "--out", str(tmp_path / "e"), "--env-kwargs", json.dumps({**json.loads(kwargs),
+               "protocol": "verl_agent"})])  # fmt: skip
+    val = pd.read_parquet(tmp_path / "e" / "val.parquet")
+    assert [e["split"] for e in val["extra_info"]] == ["valid_seen", "valid_unseen"]
+    with pytest.raises(ValueError, match="unknown alfworld protocol 'search_r1'; known: default, verl_agent"):
         data.main(["--env", "alfworld", "--out", str(tmp_path / "x"), "--protocol", "search_r1"])
-    with pytest.raises(ValueError, match="'keydoor' has no named protocols"):
+    with pytest.raises(ValueError, match="env 'keydoor' has no protocols"):
         data.main(["--env", "keydoor", "--out", str(tmp_path / "x"), "--protocol", "verl_agent"])
     with pytest.raises(SystemExit):  # two protocols named
         data.main(["--env", "alfworld", "--out", str(tmp_path / "x"), "--protocol", "verl_agent",
                    "--env-kwargs", '{"protocol": "default"}'])  # fmt: skip
+
+
+def test_protocol_splits_of_every_env_family():
+    # one resolution path: Search-QA's presets (which set no splits) give the spec's; before, this raised
+    assert data.protocol_splits("searchqa", "search_r1") == ("train", ("test",))
+    assert data.protocol_splits("alfworld", "verl_agent") == ("train", ("valid_seen", "valid_unseen"))
+    assert data.protocol_splits("alfworld", None) == ("train", ("valid_unseen",))
+    assert data.protocol_splits("webshop", "original") == ("train", ("test",))
+    assert data.protocol_splits("keydoor", None) == ("train", ("eval",))
 
 
 @pytest.mark.slow

@@ -19,9 +19,10 @@ import hashlib
 import os
 from typing import Any
 
+from envs import protocol as protocols
 from envs._shared import file_digest, load_once
-from envs.alfworld import protocol as protocols
 from envs.alfworld.games import TASK_TYPES, GameInfo, discover_games, resolve_data_dir
+from envs.alfworld.protocol import PROTOCOLS
 from envs.base import EnvState, StepReturn, TextEnv, UnknownTaskError
 
 _TASK_MARK = "Your task is to: "
@@ -38,8 +39,9 @@ class AlfWorldEnv(TextEnv):
             ``valid_unseen``).
         max_steps: Steps before truncation; None: the protocol's (50 in every preset).
         restore_method: ``native`` (default) or ``replay``; both are exact, native is faster.
-        protocol: A preset of :data:`envs.alfworld.protocol.PROTOCOLS`: the reward of a win (1, or verl-agent's 10)
-            and the step limit here; its prompt and data parts are read by the agent loop and the data writer.
+        win_reward: The reward of the winning step; None: the protocol's (1, or verl-agent's 10).
+        protocol: A preset of :data:`envs.alfworld.protocol.PROTOCOLS`: the defaults of ``max_steps`` and
+            ``win_reward`` (:func:`envs.protocol.settings`); its validation splits are read by the data writer.
 
     Raises:
         FileNotFoundError: the data root or its split folder is missing (the message names the path).
@@ -54,11 +56,15 @@ class AlfWorldEnv(TextEnv):
         split: str = "train",
         max_steps: int | None = None,
         restore_method: str = "native",
+        win_reward: float | None = None,
         protocol: str = protocols.DEFAULT,
     ):
-        settings = protocols.resolve(protocol)["env"]
-        super().__init__(settings["max_steps"] if max_steps is None else max_steps)
+        given = {"max_steps": max_steps, "win_reward": win_reward}
+        settings = protocols.settings(self.name, PROTOCOLS, protocol, given)
+        super().__init__(settings["max_steps"])
         self.protocol = protocol
+        if not isinstance(settings["win_reward"], int | float) or settings["win_reward"] <= 0:
+            raise ValueError(f"win_reward must be a number > 0, got {settings['win_reward']!r}")
         self.win_reward = float(settings["win_reward"])
         if restore_method not in RESTORE_METHODS:
             raise ValueError(f"restore_method must be one of {RESTORE_METHODS}, got '{restore_method}'")

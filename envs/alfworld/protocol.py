@@ -1,29 +1,24 @@
-"""ALFWorld's named protocols: every choice that moves a score, per harness (``AlfWorldEnv(protocol=NAME)``).
+"""ALFWorld's named protocols (:mod:`envs.protocol`): this project's default and verl-agent's.
 
-``PROTOCOLS`` maps a name to its settings, a dict of four parts:
-
-* ``env``: what :class:`~envs.alfworld.env.AlfWorldEnv` applies itself (``max_steps``; ``win_reward``, the
-  reward of the winning step);
-* ``prompt``: how the policy sees a turn and how its reply becomes an action (applied by the agent loop's prompt
-  side): ``style`` ``"chat"`` (this project's adapter: the env spec's system prompt, the whole dialogue, each
-  observation followed by ``Admissible actions: ...``, the action is the last ``<action>...</action>``, else the
-  reply's last line) or ``"verl_agent"`` (one fresh prompt a turn from :func:`verl_agent_prompt`, the reply
-  projected by :func:`envs._verl_agent.project_action`), ``history_length``, ``invalid_action_penalty`` (subtracted
-  per invalid reply by the trainer, verl-agent's ``invalid_action_penalty_coef``);
-* ``data``: ``train_split`` and ``val_splits`` (validation lists every task of each; tables report each split);
-* ``description`` and ``source``.
+Each is an :class:`envs.protocol.Protocol` whose ``settings`` are :class:`~envs.alfworld.env.AlfWorldEnv` kwargs
+(``max_steps``; ``win_reward``, the reward of the winning step); ``val_splits`` are the data writer's validation
+splits (validation lists every task of each; tables report each split), the env spec's ``valid_unseen`` if none.
 
 There is no ``original`` preset: ``default`` *is* ALFWorld's TextWorld environment as ALFWorld builds it
 (``AlfredInfos(AlfredDemangler(PddlEnv))``, its text, "Nothing happens." for a command that is not admissible, won
 = the goal holds, 50 steps as ALFWorld's base config), and ALFWorld defines no LLM prompt to differ in.
+verl-agent's prompt side (a fresh prompt a turn from :func:`verl_agent_prompt`, the reply projected by
+:func:`envs._verl_agent.project_action`, 0.1 off per invalid reply) is written out here and replayed by the
+conformance tests, but the agent loop does not apply it: every preset is played through the chat adapter with the
+env spec's system prompt (docs/environments.md says what that changes).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from envs._verl_agent import history_text
+from envs._verl_agent import HISTORY_LENGTH, turn_prompt
+from envs.protocol import Protocol
 
 # verl-agent's ALFWorld templates (agent_system/environments/prompts/alfworld.py), as its GiGPO runs used them
 # (typo "observaitons" included: the prompt is part of the protocol).
@@ -50,48 +45,33 @@ Once you've finished your reasoning, you should choose an admissible action for 
 
 VERL_AGENT_TAIL_CHARS = 30  # an untagged reply becomes its last 30 characters (an invalid action)
 
-PROTOCOLS: dict[str, dict[str, Any]] = {
-    "default": {
-        "description": "This project's setting: ALFWorld's TextWorld env, the chat adapter, validation on "
-        "valid_unseen.",
-        "source": "envs/alfworld/env.py, envs/alfworld/spec.py, prover_verl/agent/adapters.py",
-        "env": {"max_steps": 50, "win_reward": 1.0},
-        "prompt": {"style": "chat", "history_length": None, "invalid_action_penalty": 0.0},
-        "data": {"train_split": "train", "val_splits": ("valid_unseen",)},
-    },
-    "verl_agent": {
-        "description": (
-            "verl-agent (GiGPO's codebase) as its example scripts run ALFWorld: a fresh prompt a turn with the last "
-            "2 steps, reward 10 on a win, 0.1 penalty per invalid reply, validation on valid_seen (in-distribution) "
-            "and valid_unseen (out-of-distribution)."
+PROTOCOLS: dict[str, Protocol] = {
+    # envs/alfworld/env.py, envs/alfworld/spec.py, prover_verl/agent/adapters.py
+    "default": Protocol(
+        summary="this project's: ALFWorld's TextWorld env, the chat adapter, validation on valid_unseen",
+        settings={"max_steps": 50, "win_reward": 1.0},  # validation: the env spec's valid_unseen
+    ),
+    # verl-agent: examples/grpo_trainer/run_alfworld.sh (env.max_steps=50, invalid_action_penalty_coef=0.1),
+    # verl/trainer/config/ppo_trainer.yaml (env.history_length=2), env_package/alfworld/envs.py (compute_reward:
+    # 10 * won), env_package/alfworld/configs/config_tw.yaml (eval_id/eval_ood data paths)
+    "verl_agent": Protocol(
+        summary=(
+            "verl-agent (GiGPO's codebase) as its example scripts run ALFWorld: reward 10 on a win, validation on "
+            "valid_seen (in-distribution) and valid_unseen (out-of-distribution); its prompt side (a fresh prompt "
+            "a turn with the last 2 steps, 0.1 penalty per invalid reply) is not applied by the agent loop"
         ),
-        "source": (
-            "verl-agent: examples/grpo_trainer/run_alfworld.sh (env.max_steps=50, invalid_action_penalty_coef=0.1), "
-            "verl/trainer/config/ppo_trainer.yaml (env.history_length=2), env_package/alfworld/envs.py "
-            "(compute_reward: 10 * won), env_package/alfworld/configs/config_tw.yaml (eval_id/eval_ood data paths)"
-        ),
-        "env": {"max_steps": 50, "win_reward": 10.0},
-        "prompt": {"style": "verl_agent", "history_length": 2, "invalid_action_penalty": 0.1},
-        "data": {"train_split": "train", "val_splits": ("valid_seen", "valid_unseen")},
-    },
+        settings={"max_steps": 50, "win_reward": 10.0},
+        val_splits=("valid_seen", "valid_unseen"),
+    ),
 }
-
-DEFAULT = "default"
-
-
-def resolve(name: str) -> dict[str, Any]:
-    """The settings of protocol ``name``.
-
-    Raises:
-        ValueError: an unknown name (the message lists the known ones).
-    """
-    if name not in PROTOCOLS:
-        raise ValueError(f"unknown ALFWorld protocol {name!r}; known: {', '.join(sorted(PROTOCOLS))}")
-    return PROTOCOLS[name]
 
 
 def verl_agent_prompt(
-    task: str, observation: str, admissible: Sequence[str], history: Sequence[tuple[str, str]], history_length: int = 2
+    task: str,
+    observation: str,
+    admissible: Sequence[str],
+    history: Sequence[tuple[str, str]],
+    history_length: int = HISTORY_LENGTH,
 ) -> str:
     """One turn's prompt as verl-agent's ``AlfWorldEnvironmentManager.build_text_obs`` builds it.
 
@@ -102,19 +82,15 @@ def verl_agent_prompt(
         history: Every (observation, action) pair of the episode so far: the observation each action was taken at.
         history_length: Pairs shown; with none yet (the first turn) or 0, the template without history.
     """
-    actions = "\n ".join(f"'{a}'" for a in admissible if a != "help")
-    if not history or history_length <= 0:
-        return VERL_AGENT_TEMPLATE_NO_HISTORY.format(current_observation=observation, admissible_actions=actions)
-    context, shown = history_text(history, history_length)
-    return VERL_AGENT_TEMPLATE.format(
+    return turn_prompt(
+        VERL_AGENT_TEMPLATE_NO_HISTORY,
+        VERL_AGENT_TEMPLATE,
+        history,
+        history_length,
         task_description=task,
-        step_count=len(history),
-        history_length=shown,
-        action_history=context,
-        current_step=len(history) + 1,
         current_observation=observation,
-        admissible_actions=actions,
+        admissible_actions="\n ".join(f"'{a}'" for a in admissible if a != "help"),
     )
 
 
-__all__ = ["DEFAULT", "PROTOCOLS", "VERL_AGENT_TAIL_CHARS", "resolve", "verl_agent_prompt"]
+__all__ = ["PROTOCOLS", "VERL_AGENT_TAIL_CHARS", "verl_agent_prompt"]

@@ -310,7 +310,33 @@ def _parser_digest() -> str:
     return digest.hexdigest()[:16]
 
 
-class QuestionStore(Mapping):
+class _StoreTable(Mapping):
+    """One table of a store as a read-only mapping by key, rows read through the page cache; iteration yields the
+    keys in insertion (file) order. Subclasses name the table and build their values from its rows.
+
+    Attributes:
+        fingerprint: The store's content fingerprint.
+    """
+
+    _table: str
+
+    def __init__(self, opened: store.Store):
+        self._store, self.fingerprint = opened, opened.fingerprint
+
+    def _row(self, key: object) -> tuple | None:
+        return self._store.get(self._table, key) if isinstance(key, str) else None
+
+    def __contains__(self, key: object) -> bool:
+        return self._row(key) is not None
+
+    def __len__(self) -> int:
+        return self._store.count(self._table)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._store.column(self._table, "key", order_by="rowid"))
+
+
+class QuestionStore(_StoreTable):
     """The questions of one split, read by task id from a store (:func:`open_questions`), none held in memory;
     iteration yields the task ids in file order.
 
@@ -319,24 +345,18 @@ class QuestionStore(Mapping):
         fingerprint: The store's content fingerprint.
     """
 
+    _table = "questions"
+
     def __init__(self, opened: store.Store, path: Path):
-        self._store, self.path, self.fingerprint = opened, path, opened.fingerprint
+        super().__init__(opened)
+        self.path = path
 
     def __getitem__(self, qid: str) -> Question:
-        row = self._store.get("questions", qid) if isinstance(qid, str) else None
+        row = self._row(qid)
         if row is None:
             raise KeyError(qid)
         question, golds, source, queries = row
         return Question(qid, question, tuple(json.loads(golds)), source, tuple(json.loads(queries)))
-
-    def __contains__(self, qid: object) -> bool:
-        return isinstance(qid, str) and self._store.get("questions", qid) is not None
-
-    def __len__(self) -> int:
-        return self._store.count("questions")
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._store.column("questions", "key", order_by="rowid"))
 
 
 def questions_store_dir(path: Path, split: str, cache_dir: Path) -> Path:
@@ -377,7 +397,7 @@ def open_questions(
     return QuestionStore(opened, qfile)
 
 
-class PassageStore(Mapping):
+class PassageStore(_StoreTable):
     """A corpus's passages by id, from a SQLite store built once beside a prebuilt index that stores no text
     (Search-R1's BM25 index: pyserini ``JsonCollection``, ids only), read through the page cache.
 
@@ -386,28 +406,22 @@ class PassageStore(Mapping):
         fingerprint: Its content fingerprint (the corpus's rows in file order).
     """
 
+    _table = "passages"
+
     def __init__(self, opened: store.Store):
-        self._store, self.root, self.fingerprint = opened, opened.root, opened.fingerprint
+        super().__init__(opened)
+        self.root = opened.root
 
     def document(self, docid: str) -> dict | None:
         """The corpus row of ``docid`` as the corpus has it (``{"id", "contents", ...}``), or None."""
-        row = self._store.get("passages", docid)
+        row = self._row(docid)
         return None if row is None else json.loads(row[0])
 
     def __getitem__(self, docid: str) -> Passage:
-        row = self.document(docid) if isinstance(docid, str) else None
+        row = self.document(docid)
         if row is None:
             raise KeyError(docid)
         return _passage(row, f"passage store {self.root}")
-
-    def __contains__(self, docid: object) -> bool:
-        return isinstance(docid, str) and self._store.get("passages", docid) is not None
-
-    def __len__(self) -> int:
-        return self._store.count("passages")
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._store.column("passages", "key", order_by="rowid"))
 
 
 def passage_store_dir(corpus_path: Path, index_dir: Path, cache_dir: Path) -> Path:

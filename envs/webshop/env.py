@@ -34,10 +34,11 @@ from pathlib import Path
 from typing import Any
 
 from envs import _lucene, store
+from envs import protocol as protocols
 from envs._shared import abs_path, load_once
 from envs.base import EnvState, StepReturn, TextEnv, UnknownTaskError
-from envs.webshop import protocol as protocols
 from envs.webshop.catalog import DATA_DIR, Catalog, Goal, Product, load_catalog, open_catalog, resolve_sources
+from envs.webshop.protocol import PROTOCOLS
 from envs.webshop.reward import purchase_reward, token_set_ratio
 
 PRODUCTS_PER_PAGE = 10
@@ -48,6 +49,7 @@ SPLIT_SCHEMES = ("default", "original", "verl_agent")
 ORIGINAL_SPLIT_BOUNDS = (500, 1500)
 SMALL_SPLIT_FRACTIONS = (0.2, 0.1)  # test, eval shares of a goal list too small for the original bounds
 SMALL_FILES = ("items_shuffle_1000.json", "items_ins_v2_1000.json")  # the original's 1,000-product subset
+PAGE_MODES = ("ours", "original")  # this project's page text, the original text mode's
 
 BACK_TO_SEARCH = "back to search"
 NEXT_PAGE = "next >"
@@ -168,8 +170,14 @@ class WebShopEnv(TextEnv):
             search instead of building one.
         use_small: Read ``items_shuffle_1000.json`` and ``items_ins_v2_1000.json`` of ``data_dir`` (verl-agent's
             ``use_small``) even where the full files are there too; None: the protocol's.
+        split_scheme: Which goals each split holds (:func:`split_goal_ids`); None: the protocol's.
+        pages: ``ours`` or ``original`` (the original text mode: its pages, parsing and silent invalid actions);
+            None: the protocol's.
+        win_reward: The reward of a purchase scoring 1 (any other: 0) instead of the score; None: the protocol's
+            (the score under ``default`` and ``original``, 10 under ``verl_agent``).
         protocol: A preset of :data:`envs.webshop.protocol.PROTOCOLS` (``default``, ``original``, ``verl_agent``):
-            the defaults of the arguments above, the page text and action parsing, and the reward.
+            the defaults of ``max_steps``, ``human_goals``, ``use_small``, ``split_scheme``, ``pages`` and
+            ``win_reward`` (:func:`envs.protocol.settings`).
 
     Raises:
         FileNotFoundError: a needed file is missing (the message names it).
@@ -195,17 +203,25 @@ class WebShopEnv(TextEnv):
         store_dir: str | os.PathLike | None = None,
         index_dir: str | os.PathLike | None = None,
         use_small: bool | None = None,
+        split_scheme: str | None = None,
+        pages: str | None = None,
+        win_reward: float | None = None,
         protocol: str = protocols.DEFAULT,
     ):
-        settings = protocols.resolve(protocol)["env"]
-        super().__init__(settings["max_steps"] if max_steps is None else max_steps)
+        given = {"max_steps": max_steps, "human_goals": human_goals, "use_small": use_small,
+                 "split_scheme": split_scheme, "pages": pages, "win_reward": win_reward}  # fmt: skip
+        settings = protocols.settings(self.name, PROTOCOLS, protocol, given)
+        super().__init__(settings["max_steps"])
         self.protocol = protocol
         self.pages: str = settings["pages"]
+        if self.pages not in PAGE_MODES:
+            raise ValueError(f"pages must be one of {PAGE_MODES}, got {self.pages!r}")
         self.win_reward: float | None = settings["win_reward"]
+        if self.win_reward is not None and (not isinstance(self.win_reward, int | float) or self.win_reward <= 0):
+            raise ValueError(f"win_reward must be a number > 0 (or None: the score), got {self.win_reward!r}")
         self.split_scheme: str = settings["split_scheme"]
         explicit_goals = human_goals
-        human_goals = settings["human_goals"] if human_goals is None else human_goals
-        use_small = settings["use_small"] if use_small is None else use_small
+        human_goals, use_small = settings["human_goals"], settings["use_small"]
         if num_products is not None and num_products < 1:
             raise ValueError(f"num_products must be >= 1, got {num_products}")
         if split not in SPLITS:

@@ -1,31 +1,29 @@
-"""WebShop's named protocols: every choice that moves a score, per harness (``WebShopEnv(protocol=NAME)``).
+"""WebShop's named protocols (:mod:`envs.protocol`): this project's default, the original's and verl-agent's.
 
-``PROTOCOLS`` maps a name to its settings, a dict of four parts:
-
-* ``env``: what :class:`~envs.webshop.env.WebShopEnv` applies itself: ``split_scheme`` (which goals each split
-  holds, :func:`envs.webshop.env.split_goal_ids`), ``human_goals`` (human instructions, else synthetic ones),
-  ``use_small`` (the 1,000-product files ``items_shuffle_1000.json``/``items_ins_v2_1000.json`` of a data folder),
-  ``max_steps``, ``pages`` (``"ours"``: this project's page text, search only on the search page, ``Next >`` only
-  when there is a next page, an invalid action shows the page under an ``Invalid action: ...`` line; ``"original"``:
-  the original text mode, pages as its templates' visible text joined by `` [SEP] ``, ``search[...]`` valid on
-  every page, ``Next >`` always shown, an action parsed by the original's ``(.+)\\[(.+)\\]``, an invalid one leaves
-  the page as it was, without a word) and ``win_reward`` (None: the reward is the purchase score in [0, 1];
-  a number: that reward when the score is 1, else 0, as verl-agent);
-* ``prompt``: how the policy sees a turn and how its reply becomes an action, applied by the agent loop's prompt
-  side: ``style`` ``"chat"`` (this project's adapter) or ``"verl_agent"`` (:func:`verl_agent_prompt` each turn,
-  the reply projected by :func:`envs._verl_agent.project_action`), ``history_length``, ``invalid_action_penalty``;
-* ``data``: ``train_split`` and ``val_splits``;
-* ``description`` and ``source``.
+Each is an :class:`envs.protocol.Protocol` whose ``settings`` are :class:`~envs.webshop.env.WebShopEnv` kwargs:
+``split_scheme`` (which goals each split holds, :func:`envs.webshop.env.split_goal_ids`), ``human_goals`` (human
+instructions, else synthetic ones), ``use_small`` (the 1,000-product files ``items_shuffle_1000.json``/
+``items_ins_v2_1000.json`` of a data folder), ``max_steps``, ``pages`` (``"ours"``: this project's page text, search
+only on the search page, ``Next >`` only when there is a next page, an invalid action shows the page under an
+``Invalid action: ...`` line; ``"original"``: the original text mode, pages as its templates' visible text joined
+by `` [SEP] ``, ``search[...]`` valid on every page, ``Next >`` always shown, an action parsed by the original's
+``(.+)\\[(.+)\\]``, an invalid one leaves the page as it was, without a word) and ``win_reward`` (None: the reward is
+the purchase score in [0, 1]; a number: that reward when the score is 1, else 0, as verl-agent). Every preset
+trains on ``train`` and validates on ``test`` (the env spec's splits; which goals they hold is the split scheme's).
 
 Every preset scores a purchase with the original reward (``envs/webshop/reward.py``); success is a score of 1.
+verl-agent's prompt side (a fresh prompt a turn from :func:`verl_agent_prompt`, the reply projected by
+:func:`envs._verl_agent.project_action`, 0.1 off per invalid reply) is written out here and replayed by the
+conformance tests, but the agent loop does not apply it: every preset is played through the chat adapter with the
+env spec's system prompt (docs/environments.md says what that changes).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from envs._verl_agent import history_text
+from envs._verl_agent import HISTORY_LENGTH, turn_prompt
+from envs.protocol import Protocol
 
 # verl-agent's WebShop templates (agent_system/environments/prompts/webshop.py), character for character: the
 # non-breaking hyphen of "e‑commerce" and the trailing spaces are part of the prompt.
@@ -61,14 +59,14 @@ Once you've finished your reasoning, you should choose an admissible action for 
 VERL_AGENT_TAIL_CHARS = 20  # an untagged reply becomes its last 20 characters (an invalid action)
 VERL_AGENT_MAX_PROMPT_CHARS = 13000  # a longer prompt with history is rebuilt without it
 
-PROTOCOLS: dict[str, dict[str, Any]] = {
-    "default": {
-        "description": (
-            "This project's setting: human goals, splits by the original bounds above 1,500 goals (else 20/10/70 %), "
-            "this project's page text, the chat adapter, reward = purchase score."
+PROTOCOLS: dict[str, Protocol] = {
+    # envs/webshop/env.py, envs/webshop/spec.py, prover_verl/agent/adapters.py
+    "default": Protocol(
+        summary=(
+            "this project's: human goals, splits by the original bounds above 1,500 goals (else 20/10/70 %), this "
+            "project's page text, the chat adapter, reward = purchase score"
         ),
-        "source": "envs/webshop/env.py, envs/webshop/spec.py, prover_verl/agent/adapters.py",
-        "env": {
+        settings={
             "split_scheme": "default",
             "human_goals": True,
             "use_small": False,
@@ -76,21 +74,17 @@ PROTOCOLS: dict[str, dict[str, Any]] = {
             "pages": "ours",
             "win_reward": None,
         },
-        "prompt": {"style": "chat", "history_length": None, "invalid_action_penalty": 0.0},
-        "data": {"train_split": "train", "val_splits": ("test",)},
-    },
-    "original": {
-        "description": (
+    ),
+    # WebShop: web_agent_site/envs/web_agent_text_env.py (step, get_available_actions, text mode),
+    # web_agent_site/engine/engine.py (parse_action), web_agent_site/templates/*.html, baseline_models/env.py
+    # (goal_idxs per split), baseline_models/train_rl.py (--step_limit 100)
+    "original": Protocol(
+        summary=(
             "princeton-nlp/WebShop's text environment and its baselines' protocol: human goals, test = goals "
             "[0, 500), eval = [500, 1500), train = the rest, the [SEP] text mode, 100 steps (train_rl.py's "
-            "step_limit). It defines no LLM prompt: the chat adapter's is used."
+            "step_limit); it defines no LLM prompt: the chat adapter's is used"
         ),
-        "source": (
-            "WebShop: web_agent_site/envs/web_agent_text_env.py (step, get_available_actions, text mode), "
-            "web_agent_site/engine/engine.py (parse_action), web_agent_site/templates/*.html, baseline_models/env.py "
-            "(goal_idxs per split), baseline_models/train_rl.py (--step_limit 100)"
-        ),
-        "env": {
+        settings={
             "split_scheme": "original",
             "human_goals": True,
             "use_small": False,
@@ -98,22 +92,19 @@ PROTOCOLS: dict[str, dict[str, Any]] = {
             "pages": "original",
             "win_reward": None,
         },
-        "prompt": {"style": "chat", "history_length": None, "invalid_action_penalty": 0.0},
-        "data": {"train_split": "train", "val_splits": ("test",)},
-    },
-    "verl_agent": {
-        "description": (
+    ),
+    # verl-agent: verl/trainer/config/ppo_trainer.yaml (env.webshop.use_small=True, human_goals=False,
+    # env.history_length=2), examples/grpo_trainer/run_webshop.sh (env.max_steps=15, invalid_action_penalty_coef=0.1),
+    # env_package/webshop/envs.py (goal_idxs, reward 10 when won), environments/env_manager.py
+    # (WebshopEnvironmentManager), env_package/webshop/projection.py
+    "verl_agent": Protocol(
+        summary=(
             "verl-agent (GiGPO's codebase) as its example scripts run WebShop: synthetic goals of the 1,000-product "
-            "files, train = goals [500, n), test = [0, 500), the original text mode, 15 steps, a fresh prompt a turn "
-            "with the last 2 steps, reward 10 on a purchase scoring 1 (else 0), 0.1 penalty per invalid reply."
+            "files, train = goals [500, n), test = [0, 500), the original text mode, 15 steps, reward 10 on a "
+            "purchase scoring 1 (else 0); its prompt side (a fresh prompt a turn with the last 2 steps, 0.1 penalty "
+            "per invalid reply) is not applied by the agent loop"
         ),
-        "source": (
-            "verl-agent: verl/trainer/config/ppo_trainer.yaml (env.webshop.use_small=True, human_goals=False, "
-            "env.history_length=2), examples/grpo_trainer/run_webshop.sh (env.max_steps=15, "
-            "invalid_action_penalty_coef=0.1), env_package/webshop/envs.py (goal_idxs, reward 10 when won), "
-            "environments/env_manager.py (WebshopEnvironmentManager), env_package/webshop/projection.py"
-        ),
-        "env": {
+        settings={
             "split_scheme": "verl_agent",
             "human_goals": False,
             "use_small": True,
@@ -121,23 +112,8 @@ PROTOCOLS: dict[str, dict[str, Any]] = {
             "pages": "original",
             "win_reward": 10.0,
         },
-        "prompt": {"style": "verl_agent", "history_length": 2, "invalid_action_penalty": 0.1},
-        "data": {"train_split": "train", "val_splits": ("test",)},
-    },
+    ),
 }
-
-DEFAULT = "default"
-
-
-def resolve(name: str) -> dict[str, Any]:
-    """The settings of protocol ``name``.
-
-    Raises:
-        ValueError: an unknown name (the message lists the known ones).
-    """
-    if name not in PROTOCOLS:
-        raise ValueError(f"unknown WebShop protocol {name!r}; known: {', '.join(sorted(PROTOCOLS))}")
-    return PROTOCOLS[name]
 
 
 def verl_agent_task(first_observation: str) -> str:
@@ -161,7 +137,7 @@ def verl_agent_prompt(
     observation: str,
     admissible: Sequence[str],
     history: Sequence[tuple[str, str]],
-    history_length: int = 2,
+    history_length: int = HISTORY_LENGTH,
 ) -> str:
     """One turn's prompt as verl-agent's ``WebshopEnvironmentManager.build_text_obs`` builds it.
 
@@ -173,30 +149,21 @@ def verl_agent_prompt(
         history: Every (shown observation, projected action) pair of the episode so far.
         history_length: Pairs shown; with none yet (the first turn) or 0, the template without history.
     """
-    actions = "\n".join(f"'{a}'," for a in admissible)
-    short = VERL_AGENT_TEMPLATE_NO_HISTORY.format(
-        task_description=task, current_observation=observation, available_actions=actions
-    )
-    if not history or history_length <= 0:
-        return short
-    context, shown = history_text(history, history_length)
-    prompt = VERL_AGENT_TEMPLATE.format(
+    return turn_prompt(
+        VERL_AGENT_TEMPLATE_NO_HISTORY,
+        VERL_AGENT_TEMPLATE,
+        history,
+        history_length,
+        VERL_AGENT_MAX_PROMPT_CHARS,
         task_description=task,
-        step_count=len(history),
-        history_length=shown,
-        action_history=context,
-        current_step=len(history) + 1,
         current_observation=observation,
-        available_actions=actions,
+        available_actions="\n".join(f"'{a}'," for a in admissible),
     )
-    return short if len(prompt) > VERL_AGENT_MAX_PROMPT_CHARS else prompt
 
 
 __all__ = [
-    "DEFAULT",
     "PROTOCOLS",
     "VERL_AGENT_TAIL_CHARS",
-    "resolve",
     "verl_agent_observation",
     "verl_agent_prompt",
     "verl_agent_task",

@@ -4,6 +4,7 @@ import time
 
 import pytest
 
+import envs
 from prover_verl.agent.adapters import make_adapter
 from prover_verl.config import EnvConfig
 from tests.conftest import ScriptedServer
@@ -39,6 +40,20 @@ def test_env_protocol_is_put_into_the_env_kwargs():
     assert EnvConfig.from_mapping(same).kwargs == {"protocol": "search_r1"}
     with pytest.raises(ValueError, match="env.protocol='search_r1' and env.kwargs.protocol='default' disagree"):
         EnvConfig.from_mapping({"name": "searchqa", "protocol": "search_r1", "kwargs": {"protocol": "default"}})
+
+
+@pytest.mark.parametrize(
+    ("env_name", "names"), [("webshop", ["default", "original", "verl_agent"]), ("alfworld", ["default", "verl_agent"])]
+)
+def test_webshop_and_alfworld_protocols_reach_the_adapter(env_name, names):
+    # their presets are envs.protocol.Protocol: before, any of them (the default too) failed to build an adapter
+    for name in [None, *names]:
+        adapter = make_adapter(env_name, env_kwargs=None if name is None else {"protocol": name})
+        # verl-agent's prompt side is not carried: every preset plays the chat adapter of the env spec
+        assert adapter.system == envs.spec(env_name).system_prompt and adapter.sampling_params() == {}
+        assert adapter.parse_action("<think>x</think><action>look</action>") == "look"
+    with pytest.raises(ValueError, match=f"unknown {env_name} protocol 'search_r1'; known: {', '.join(names)}"):
+        make_adapter(env_name, env_kwargs={"protocol": "search_r1"})
 
 
 def test_unknown_protocols_fail_naming_the_known_ones():

@@ -377,6 +377,23 @@ def test_split_without_playable_game_says_what_was_skipped(env, tmp_path):
     assert "1 whose game is not marked 'solvable': true" in message and str(no_mark) in message
 
 
+def broken_game_error(env, tmp_path, edit) -> tuple[Path, str]:
+    """The trial folder of a pick-and-place game whose PDDL problem ``edit`` changed, and the error its reset raised."""
+    game = json.loads(Path(env.game_file(first_of(env, "pick_and_place_simple"))).read_text())
+    problem = edit(game["pddl_problem"])
+    assert problem != game["pddl_problem"]
+    trial = make_trial(
+        tmp_path,
+        "train",
+        "pick_and_place_simple-X-None-Y-1",
+        {**game, "pddl_problem": problem},
+        "pick_and_place_simple",
+    )
+    with pytest.raises(ValueError) as raised:
+        AlfWorldEnv(data_dir=tmp_path).reset()
+    return trial, str(raised.value)
+
+
 @pytest.mark.parametrize(
     "defect,expected",
     [
@@ -386,22 +403,13 @@ def test_split_without_playable_game_says_what_was_skipped(env, tmp_path):
     ],
 )
 def test_broken_game_fails_saying_what_is_wrong(env, tmp_path, defect, expected):
-    game = json.loads(Path(env.game_file(first_of(env, "pick_and_place_simple"))).read_text())
-    problem = {
-        "wrong domain": re.sub(r"\(:domain \w+\)", "(:domain nosuch)", game["pddl_problem"]),
-        "empty problem": "",
-        "undeclared object": game["pddl_problem"].replace("(:init", "(:init (atLocation agent1 ghost_bar_1)", 1),
+    edit = {
+        "wrong domain": lambda problem: re.sub(r"\(:domain \w+\)", "(:domain nosuch)", problem),
+        "empty problem": lambda problem: "",
+        "undeclared object": lambda problem: problem.replace("(:init", "(:init (atLocation agent1 ghost_bar_1)", 1),
     }[defect]
-    assert problem != game["pddl_problem"]
-    trial = make_trial(
-        tmp_path,
-        "train",
-        "pick_and_place_simple-X-None-Y-1",
-        {**game, "pddl_problem": problem},
-        "pick_and_place_simple",
-    )
-    with pytest.raises(ValueError, match=f"cannot load ALFWorld game {re.escape(str(trial))}.*: {expected}"):
-        AlfWorldEnv(data_dir=tmp_path).reset()
+    trial, error = broken_game_error(env, tmp_path, edit)
+    assert re.search(f"cannot load ALFWorld game {re.escape(str(trial))}.*: {expected}", error), error
 
 
 def test_edited_or_added_games_are_read_again_in_the_same_process(env, tmp_path):
@@ -495,22 +503,12 @@ def test_shipped_games_match_the_generator(tmp_path):
 @pytest.mark.parametrize("where", ["init", "goal"])
 def test_game_with_an_undeclared_predicate_is_refused_naming_game_and_predicate(env, tmp_path, where):
     # Before, one in :init played without a word (the translator drops it) and one in :goal ended the process.
-    game = json.loads(Path(env.game_file(first_of(env, "pick_and_place_simple"))).read_text())
-    problem = game["pddl_problem"]
-    if where == "init":
-        problem = problem.replace("(:init", "(:init (isHaunted agent1)", 1)
-    else:
-        problem = problem.replace("(inReceptacle ?o ?r)", "(inReceptacle ?o ?r) (isHaunted ?a)", 1)
-    assert problem != game["pddl_problem"]
-    trial = make_trial(
-        tmp_path,
-        "train",
-        "pick_and_place_simple-X-None-Y-1",
-        {**game, "pddl_problem": problem},
-        "pick_and_place_simple",
-    )
-    with pytest.raises(ValueError, match=rf"{re.escape(str(trial))}.*predicate\(s\) 'isHaunted'.*does not declare"):
-        AlfWorldEnv(data_dir=tmp_path).reset()
+    old, new = {
+        "init": ("(:init", "(:init (isHaunted agent1)"),
+        "goal": ("(inReceptacle ?o ?r)", "(inReceptacle ?o ?r) (isHaunted ?a)"),
+    }[where]
+    trial, error = broken_game_error(env, tmp_path, lambda problem: problem.replace(old, new, 1))
+    assert re.search(rf"{re.escape(str(trial))}.*predicate\(s\) 'isHaunted'.*does not declare", error), error
 
 
 def test_undeclared_predicates_reads_pddl_as_written():

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from envs import protocol as shared
 from envs._verl_agent import history_text, project_action
 from envs.alfworld import protocol as alf_protocol
 from envs.alfworld.env import AlfWorldEnv
@@ -75,14 +76,29 @@ ITEM_ACTIONS = ["click[back to search]", "click[< prev]", "click[description]", 
 
 
 # ---------------------------------------------------------------- presets
-@pytest.mark.parametrize("module", [ws_protocol, alf_protocol])
-def test_presets_are_complete_and_unknown_names_fail_listing_the_known(module):
-    for name, preset in module.PROTOCOLS.items():
-        assert {"description", "source", "env", "prompt", "data"} <= set(preset), name
-        assert preset["prompt"]["style"] in ("chat", "verl_agent") and preset["data"]["val_splits"], name
-    assert "default" in module.PROTOCOLS and "verl_agent" in module.PROTOCOLS
-    with pytest.raises(ValueError, match="unknown .* protocol 'search_r1'; known: default, .*verl_agent"):
-        module.resolve("search_r1")
+@pytest.mark.parametrize("env_name", ["webshop", "alfworld"])
+def test_presets_are_shared_protocols_and_unknown_names_fail_listing_the_known(env_name):
+    table = shared.protocols(env_name)  # checks each preset is an envs.protocol.Protocol with a default
+    assert "verl_agent" in table and all(preset.summary for preset in table.values())
+    # no preset changes the LLM's side: verl-agent's prompt is not carried by the adapter (docs/environments.md)
+    assert all((p.system_prompt, p.stop, p.strip_thoughts) == (None, (), True) for p in table.values())
+    with pytest.raises(ValueError, match=f"unknown {env_name} protocol 'search_r1'; known: default, .*verl_agent"):
+        shared.selected(env_name, {"protocol": "search_r1"})
+
+
+@pytest.mark.slow  # the first test to open the module's shop pays its index (4-10 s here)
+@pytest.mark.timeout(120)
+def test_settings_given_explicitly_win_over_the_protocols(shop):
+    env = make_shop(shop, "default", pages="original", win_reward=2.0, split_scheme="verl_agent", max_steps=3)
+    assert (env.pages, env.win_reward, env.split_scheme, env.max_steps) == ("original", 2.0, "verl_agent", 3)
+    with pytest.raises(ValueError, match="pages must be one of .*'ours', 'original'.*got 'html'"):
+        make_shop(shop, "default", pages="html")
+    with pytest.raises(ValueError, match="win_reward must be a number > 0"):
+        make_shop(shop, "default", win_reward=-1)
+    alf = AlfWorldEnv(data_dir=SHIPPED_DATA, protocol="verl_agent", win_reward=1, max_steps=7)
+    assert (alf.win_reward, alf.max_steps) == (1.0, 7)
+    with pytest.raises(ValueError, match="unknown alfworld protocol 'original'; known: default, verl_agent"):
+        AlfWorldEnv(data_dir=SHIPPED_DATA, protocol="original")
 
 
 @pytest.mark.slow

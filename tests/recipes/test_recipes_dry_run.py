@@ -109,7 +109,7 @@ def test_recipes_name_their_protocol_and_it_can_be_chosen(tmp_path, data_dir):
     out = run_recipe(
         "webshop/run_grpo_qwen3.5_2b.sh", tmp_path, "--dry-run", PROTOCOL="verl_agent", ENV_KWARGS='{"protocol": "x"}'
     )
-    assert out.returncode != 0 and "PROTOCOL=verl_agent but ENV_KWARGS names protocol 'x'" in out.stderr
+    assert out.returncode != 0 and "ENV_KWARGS protocol='x' and PROTOCOL='verl_agent' disagree" in out.stderr
 
 
 def test_eval_recipe_resolves_greedy_validation_of_each_checkpoint(tmp_path):
