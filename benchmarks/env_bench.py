@@ -31,7 +31,7 @@ import ray
 
 import envs
 from envs.base import TextEnv
-from envs.pool import EnvPool
+from envs.pools.ray_pool import EnvPool
 
 ENVS = tuple(spec.name for spec in envs.specs())  # the registered envs (the built-in ones)
 envs.register_env("toy", "envs.toy:ToyEnv")

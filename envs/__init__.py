@@ -2,7 +2,8 @@
 
 Each env folder declares one :class:`~envs.spec.EnvSpec` (``envs/<name>/spec.py``); they are registered here.
 A spec names its env class as ``"module:Class"``, imported on first use, so that one env's heavy dependencies
-(TextWorld, the JVM) are loaded only by the processes that play it.
+(TextWorld, the JVM) are loaded only by the processes that play it. The pools that play episodes are a layer
+of their own, :mod:`envs.pools`, which this module does not import.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import inspect
 from typing import Any
 
 from envs.base import EnvState, TextEnv, UnknownTaskError
-from envs.hosting import EnvPoolLike
 from envs.spec import EnvSpec, TableSpec
 
 _SPECS: dict[str, EnvSpec] = {}  # in registration order (the built-in envs first)
@@ -95,48 +95,15 @@ def check_env_kwargs(name: str, kwargs: dict[str, Any]) -> None:
         ) from None
 
 
-def open_pool(
-    env_name: str,
-    env_kwargs: dict[str, Any] | None = None,
-    workers: int = 0,
-    *,
-    call_timeout_s: float | None = None,
-    start_timeout_s: float | None = None,
-    **pool_kwargs: Any,
-) -> EnvPoolLike:
-    """Open a pool of ``env_name`` episodes: in this process (``workers=0``), else the node's shared Ray pool.
+_POOL_NAMES = ("EnvPoolLike", "open_pool")  # the pool layer's entry points, formerly defined here
 
-    Args:
-        env_name: Registered environment name.
-        env_kwargs: Constructor arguments of the environment.
-        workers: Env worker processes of the node's pool (:class:`~envs.shared_pool.SharedEnvPool`); 0: a
-            :class:`~envs.local_pool.LocalEnvPool` in this process (no Ray).
-        call_timeout_s: Seconds one env call may take before its worker is killed and restarted (Ray pool only:
-            a call in this process cannot be killed, so the local pool has no timeout). None: the pool's default.
-        start_timeout_s: Seconds an env worker may take to start (Ray pool only). None: the pool's default.
-        **pool_kwargs: Further arguments of the pool class (``max_restarts`` of the Ray pool, ``max_threads`` of
-            the local one).
 
-    Raises:
-        ValueError: ``env_name`` is not registered, ``workers < 0``, or (``workers=0``) ``env_kwargs`` holds an
-            argument the env does not take. A Ray pool's workers build an env at start, which fails the same way.
-    """
-    spec(env_name)  # an unknown name fails here, before any pool or Ray cluster starts
-    if workers < 0:
-        raise ValueError(f"workers must be >= 0, got {workers}")
-    if workers == 0:
-        from envs.local_pool import LocalEnvPool
-
-        # here, not at the first reset inside an agent-loop worker; the env class is imported in this process
-        # anyway, as its episodes are played here
-        check_env_kwargs(env_name, dict(env_kwargs or {}))
-
-        return LocalEnvPool(env_name, env_kwargs, **pool_kwargs)
-    from envs.shared_pool import SharedEnvPool
-
-    timeouts = {"call_timeout_s": call_timeout_s, "start_timeout_s": start_timeout_s}
-    pool_kwargs.update({k: v for k, v in timeouts.items() if v is not None})
-    return SharedEnvPool(env_name, env_kwargs, num_workers=workers, **pool_kwargs)
+def __getattr__(name: str) -> Any:
+    """``envs.open_pool`` and ``envs.EnvPoolLike``, kept for their callers: :mod:`envs.pools`' own, imported on
+    first use so that ``import envs`` loads no pool."""
+    if name in _POOL_NAMES:
+        return getattr(importlib.import_module("envs.pools"), name)
+    raise AttributeError(f"module 'envs' has no attribute '{name}'")
 
 
 def _register_builtin() -> None:
@@ -152,7 +119,6 @@ def _register_builtin() -> None:
 _register_builtin()
 
 __all__ = [
-    "EnvPoolLike",
     "EnvSpec",
     "EnvState",
     "TableSpec",
@@ -162,7 +128,6 @@ __all__ = [
     "env_class",
     "env_names",
     "make",
-    "open_pool",
     "register_env",
     "spec",
     "specs",

@@ -43,7 +43,7 @@ def get_env_pool(env_name: str, env: EnvConfig, split: str | None = None):
     """
     key = (env_name, repr(sorted(env.kwargs.items())), env.pool_workers)
     if key not in _POOLS:
-        from envs import open_pool
+        from envs.pools import open_pool
 
         timeouts = {"call_timeout_s": env.call_timeout_s, "start_timeout_s": env.start_timeout_s}
         _POOLS[key] = open_pool(env_name, dict(env.kwargs), workers=env.pool_workers, **timeouts)

@@ -235,7 +235,7 @@ def test_state_of_one_game_is_refused_by_another_game_under_the_same_task_id(env
 def test_state_is_refused_after_its_game_file_was_edited_and_by_a_rebuild(env, tmp_path):
     """An edit of the game file since the snapshot (a whitespace, even) refuses the state, also where a pool
     rebuilds a crashed worker's episode (restore + replay in a new worker)."""
-    from envs.hosting import EnvWorker
+    from envs.pools.hosting import EnvWorker
 
     task = env.task_ids()[0]
     played = _one_game_data(env, tmp_path, "a", task, task)

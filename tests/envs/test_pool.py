@@ -19,11 +19,11 @@ import time
 import pytest
 import ray
 
-import envs
-from envs import pool as pool_module
+import envs.pools
 from envs.base import UnknownTaskError
-from envs.local_pool import LocalEnvPool
-from envs.pool import EnvPool, EnvPoolError, EnvTimeoutError, EnvWorkerError
+from envs.pools import ray_pool as pool_module
+from envs.pools.local import LocalEnvPool
+from envs.pools.ray_pool import EnvPool, EnvPoolError, EnvTimeoutError, EnvWorkerError
 from envs.toy import ToyEnv
 
 envs.register_env("toy", "envs.toy:ToyEnv")
@@ -211,8 +211,9 @@ async def test_local_pool_close_is_idempotent_too():
 
 
 async def test_open_pool_without_workers_is_a_local_pool_that_forks_exactly():
-    pool = envs.open_pool("toy", {"num_tasks": 4}, workers=0, call_timeout_s=5.0)  # a timeout only the Ray pool has
-    assert isinstance(pool, LocalEnvPool) and isinstance(pool, envs.EnvPoolLike)
+    # call_timeout_s: a timeout only the Ray pool has
+    pool = envs.pools.open_pool("toy", {"num_tasks": 4}, workers=0, call_timeout_s=5.0)
+    assert isinstance(pool, LocalEnvPool) and isinstance(pool, envs.pools.EnvPoolLike)
     actions = script(2)
     episode_id, obs, _ = await pool.reset(task_id="code-2")
     reference = play_local("code-2", actions)
@@ -227,9 +228,9 @@ async def test_open_pool_without_workers_is_a_local_pool_that_forks_exactly():
         await pool.reset(task_id="nope")
     pool.shutdown()
     with pytest.raises(ValueError, match="unknown environment 'nosuch'"):
-        envs.open_pool("nosuch")
+        envs.pools.open_pool("nosuch")
     with pytest.raises(ValueError, match="workers must be >= 0"):
-        envs.open_pool("toy", workers=-1)
+        envs.pools.open_pool("toy", workers=-1)
 
 
 async def test_hung_call_times_out_and_pool_keeps_working(make_pool):

@@ -10,8 +10,8 @@ import ray
 from ray.cluster_utils import Cluster
 
 import envs
-from envs.pool import EnvPool, EnvPoolError
-from envs.shared_pool import SharedEnvPool
+from envs.pools.ray_pool import EnvPool, EnvPoolError
+from envs.pools.shared import SharedEnvPool
 from envs.toy import ToyEnv
 
 envs.register_env("toy", "envs.toy:ToyEnv")

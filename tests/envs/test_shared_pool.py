@@ -5,8 +5,8 @@ import asyncio
 import pytest
 import ray
 
-import envs
-from envs.shared_pool import SharedEnvPool, shared_pool_name
+import envs.pools
+from envs.pools.shared import SharedEnvPool, shared_pool_name
 
 envs.register_env("toy", "envs.toy:ToyEnv")
 
@@ -37,7 +37,7 @@ def test_two_agent_loop_workers_share_one_pool_of_the_nodes_size():
     node = ray.get_runtime_context().get_node_id()
     assert names == {shared_pool_name("toy", {}, 2, node)}  # one pool for the node, not one per process
     pool = SharedEnvPool("toy", {}, num_workers=2)  # attaches to it as well
-    assert isinstance(pool, envs.EnvPoolLike)
+    assert isinstance(pool, envs.pools.EnvPoolLike)
     try:
         stats = asyncio.run(pool.stats())
         assert stats["resets"] == 2 and stats["steps"] == 2 and stats["closes"] == 2  # both processes' calls

@@ -1,11 +1,11 @@
-"""One :class:`~envs.pool.EnvPool` per node, shared by every process on that node that asks for the same env.
+"""One :class:`~envs.pools.ray_pool.EnvPool` per node, shared by every process on that node that asks for the same env.
 
 verl runs ``rollout.agent.num_workers`` agent-loop worker processes (8 by default). With a pool per process,
 ``num_workers`` env processes each, the env processes (and the copies of the env's data, which every env process
 loads once) would multiply by that count. Here the pool lives in a named Ray actor, one per node, environment,
 constructor arguments and size; every process on the node reaches the same one through :class:`SharedEnvPool`.
 A node therefore runs exactly ``num_workers`` env processes, whichever number of agent-loop workers it hosts, and
-whichever splits they play (an episode names its split; see :class:`~envs.hosting.EnvWorker`). The host and its
+whichever splits they play (an episode names its split; see :class:`~envs.pools.hosting.EnvWorker`). The host and its
 workers are placed on the node (``NodeAffinitySchedulingStrategy``, not soft).
 """
 
@@ -22,8 +22,8 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 import envs
 from envs.base import EnvState, StepReturn
-from envs.hosting import ResetReturn
-from envs.pool import EnvPool, EnvPoolError
+from envs.pools.hosting import ResetReturn
+from envs.pools.ray_pool import EnvPool, EnvPoolError
 from envs.spec import EnvSpec
 
 
@@ -50,14 +50,15 @@ def shared_pool_name(env_name: str, env_kwargs: dict[str, Any], num_workers: int
 
 
 class SharedEnvPool:
-    """The async API of :class:`~envs.pool.EnvPool` on the node's shared pool (created by the first caller).
+    """The async API of :class:`~envs.pools.ray_pool.EnvPool` on the node's shared pool (created by the first caller).
 
     Args:
         env_name: Registered environment name.
         env_kwargs: Constructor arguments of the environment.
         num_workers: Env worker processes of the node's pool.
         node_id: Ray node to place the pool on (default: this process's node).
-        **pool_kwargs: Further :class:`~envs.pool.EnvPool` arguments (``call_timeout_s``, ``start_timeout_s``, ...).
+        **pool_kwargs: Further :class:`~envs.pools.ray_pool.EnvPool` arguments (``call_timeout_s``,
+            ``start_timeout_s``, ...).
     """
 
     def __init__(
@@ -110,27 +111,27 @@ class SharedEnvPool:
     async def reset(
         self, episode_id: str | None = None, *, task_id: str | None = None, seed=None, split: str | None = None
     ) -> ResetReturn:
-        """See :meth:`envs.pool.EnvPool.reset`."""
+        """See :meth:`envs.pools.ray_pool.EnvPool.reset`."""
         return await self._call("reset", episode_id, task_id=task_id, seed=seed, split=split)
 
     async def step(self, episode_id: str, action: str) -> StepReturn:
-        """See :meth:`envs.pool.EnvPool.step`."""
+        """See :meth:`envs.pools.ray_pool.EnvPool.step`."""
         return await self._call("step", episode_id, action)
 
     async def snapshot(self, episode_id: str) -> EnvState:
-        """See :meth:`envs.pool.EnvPool.snapshot`."""
+        """See :meth:`envs.pools.ray_pool.EnvPool.snapshot`."""
         return await self._call("snapshot", episode_id)
 
     async def restore(self, state: EnvState, episode_id: str | None = None, *, split: str | None = None) -> ResetReturn:
-        """See :meth:`envs.pool.EnvPool.restore`."""
+        """See :meth:`envs.pools.ray_pool.EnvPool.restore`."""
         return await self._call("restore", state, episode_id, split=split)
 
     async def close(self, episode_id: str) -> None:
-        """See :meth:`envs.pool.EnvPool.close`."""
+        """See :meth:`envs.pools.ray_pool.EnvPool.close`."""
         return await self._call("close", episode_id)
 
     async def data_fingerprint(self, split: str | None = None) -> str | None:
-        """See :meth:`envs.pool.EnvPool.data_fingerprint`."""
+        """See :meth:`envs.pools.ray_pool.EnvPool.data_fingerprint`."""
         return await self._call("data_fingerprint", split)
 
     async def stats(self) -> dict[str, Any]:

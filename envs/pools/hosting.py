@@ -1,8 +1,8 @@
 """Episode hosting, shared by every env pool, and the interface the pools share.
 
 :class:`EnvWorker` keeps the episodes of one environment family in one process, keyed by episode id, and reuses
-env instances across episodes. It imports no Ray: the Ray :class:`~envs.pool.EnvPool` runs it as the body of
-each worker actor, and :class:`~envs.local_pool.LocalEnvPool` runs it in the caller's process.
+env instances across episodes. It imports no Ray: the Ray :class:`~envs.pools.ray_pool.EnvPool` runs it as the body of
+each worker actor, and :class:`~envs.pools.local.LocalEnvPool` runs it in the caller's process.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ ResetReturn = tuple[str, str, dict[str, Any]]
 
 @runtime_checkable
 class EnvPoolLike(Protocol):
-    """What the agent loop needs of an env pool (:func:`envs.open_pool` returns one)."""
+    """What the agent loop needs of an env pool (:func:`envs.pools.open_pool` returns one)."""
 
     async def reset(
         self, episode_id: str | None = None, *, task_id: str | None = None, seed=None, split: str | None = None

@@ -1,6 +1,6 @@
-"""An in-process environment pool with the same async interface as the Ray :class:`envs.pool.EnvPool`.
+"""An in-process environment pool with the same async interface as the Ray :class:`envs.pools.ray_pool.EnvPool`.
 
-For tests and small runs: the episodes live in an :class:`~envs.hosting.EnvWorker` in this process (the host each
+For tests and small runs: the episodes live in an :class:`~envs.pools.hosting.EnvWorker` in this process (the host each
 Ray worker runs), and its calls run on one worker thread so that the asyncio loop of an agent-loop worker is not
 blocked by a slow step. One thread, because env steps are CPU-bound Python (the GIL gives threads nothing) and not
 every env is thread-safe (TextWorld's PDDL parser is not); the Ray pool is the way to run envs in parallel.
@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from envs.base import EnvState, StepReturn
-from envs.hosting import EnvWorker, ResetReturn
+from envs.pools.hosting import EnvWorker, ResetReturn
 
 
 class LocalEnvPool:

@@ -36,7 +36,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 import envs
 from envs.base import EnvState, StepReturn
-from envs.hosting import EnvWorker, ResetReturn
+from envs.pools.hosting import EnvWorker, ResetReturn
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
