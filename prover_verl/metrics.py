@@ -43,6 +43,7 @@ class ProverStats:
     pivot_hit: int = 0  # ... whose segment holds that turn
     verified: int = 0  # segments whose continuations finished
     verify_timeout: int = 0  # groups whose verification ran out of verify_timeout_s
+    verify_aborted_requests: int = 0  # ... their continuations' generate requests aborted on the servers
     verify_failed: int = 0  # ... whose continuations from a fork point all failed
     positive: int = 0  # verified estimates above min_estimate (credited)
     estimate_sum: float = 0.0  # sum of verified estimates
@@ -118,6 +119,7 @@ _LOGGED_COUNTS = (
     "session_failed",
     "skipped_budget",
     "verify_timeout",
+    "verify_aborted_requests",
     "verify_failed",
     *(f"judge_{s}" for s in JUDGE_STATUSES if s != JudgeStatus.OK),
 )

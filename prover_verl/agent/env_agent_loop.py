@@ -24,6 +24,7 @@ import torch
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
 
 from prover_verl.agent import AGENT_NAME, budget
+from prover_verl.agent.abort import AbortCount, generate
 from prover_verl.agent.adapters import PromptAdapter, make_adapter
 from prover_verl.agent.episode import Conversation, Episode, PlayResult, TurnMark
 from prover_verl.agent.group import GroupRendezvous, GroupResult
@@ -200,6 +201,7 @@ class EnvAgentLoop(AgentLoopBase):
         max_turns: int | None = None,
         request_id: str | None = None,
         seed_key: str | None = None,
+        aborts: AbortCount | None = None,
     ) -> PlayResult:
         """Play from ``conv`` (which already shows ``obs``) until the episode or a budget ends.
 
@@ -207,6 +209,8 @@ class EnvAgentLoop(AgentLoopBase):
         prefix cache then holds the conversation so far. A new episode gets a new key (least-loaded replica); a
         continuation passes its trajectory's, so that its fork prefix is served from that replica's cache.
         ``seed_key`` (under ``rollout.full_determinism``) seeds each turn's sampling (:func:`request_seed`).
+        With ``aborts`` (a continuation), a turn cancelled at the server (verify timeout) is aborted there and
+        counted in it (:func:`prover_verl.agent.abort.generate`).
         """
         result = PlayResult(request_id=request_id or uuid4().hex, seed_key=seed_key)
         last_turn = self.env_config.max_turns if max_turns is None else min(self.env_config.max_turns, max_turns)
@@ -220,8 +224,8 @@ class EnvAgentLoop(AgentLoopBase):
             params = {**self._turn_params(sampling_params, len(conv.response_mask)), **adapter.sampling_params()}
             if seed_key is not None:
                 params["seed"] = request_seed(getattr(self.rollout_config, "seed", 0), seed_key, turn)
-            output = await self.server_manager.generate(
-                result.request_id, prompt_ids=conv.token_ids, sampling_params=params
+            output = await generate(
+                self.server_manager, result.request_id, prompt_ids=conv.token_ids, sampling_params=params, aborts=aborts
             )
             await self._append_assistant(conv, output)
             result.gen_tokens += len(output.token_ids)
@@ -279,9 +283,17 @@ class EnvAgentLoop(AgentLoopBase):
 
     # ------------------------------------------------------------------ ProVer
     async def _continue_from(
-        self, episode: Episode, turn: int, index: int, pool, adapter: PromptAdapter, sampling_params: dict[str, Any]
+        self,
+        episode: Episode,
+        turn: int,
+        index: int,
+        pool,
+        adapter: PromptAdapter,
+        sampling_params: dict[str, Any],
+        aborts: AbortCount | None = None,
     ) -> Continuation:
-        """Run one continuation of ``episode`` from its fork point before turn ``turn`` to the end."""
+        """Run one continuation of ``episode`` from its fork point before turn ``turn`` to the end (``aborts``
+        counts its server requests aborted by a cancellation)."""
         mark = episode.result.marks[turn]
         conv = episode.conversation.prefix(mark)
         episode_id, obs, _ = await pool.restore(mark.state)
@@ -304,6 +316,7 @@ class EnvAgentLoop(AgentLoopBase):
                 max_turns,
                 request_id=sticky,
                 seed_key=None if episode.result.seed_key is None else f"{episode.result.seed_key}|fork{turn}.{index}",
+                aborts=aborts,
             )
         finally:
             await pool.close(episode_id)
@@ -340,11 +353,14 @@ class EnvAgentLoop(AgentLoopBase):
             # the policy judge's prompt must fit the replicas' context beside its answer (None: the model's own)
             max_model_len=getattr(self.rollout_config, "max_model_len", None),
         )
+        aborts = AbortCount()  # the continuations' requests a verify timeout aborted on the servers
         step = await group_step(
             [episodes[s].trajectory() for s in sorted(episodes)],
             judge,
             self.prover,
-            lambda session, turn, i: self._continue_from(episodes[session], turn, i, pool, adapter, sampling_params),
+            lambda session, turn, i: self._continue_from(
+                episodes[session], turn, i, pool, adapter, sampling_params, aborts
+            ),
             lambda session: episodes[session].turn_spans(),
             # the cap is job-wide (one count for all agent-loop workers) and per training step, which verl knows
             admit=lambda: budget.take(self.prover.max_segments_per_step, int(kwargs.get("global_steps", -1))),
@@ -352,6 +368,7 @@ class EnvAgentLoop(AgentLoopBase):
             label=uid,
             clock=time.perf_counter,
         )
+        step.stats.verify_aborted_requests = aborts.requests
         if self.prover.log_dir:  # the group log, for python -m prover_verl.inspect; its cost: prover/log_seconds
             step.stats.log_seconds = write_group(self.prover, step, episodes, int(kwargs.get("global_steps", -1)), uid)
         group = GroupResult(stats=step.stats)

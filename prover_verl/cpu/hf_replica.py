@@ -11,19 +11,24 @@ wake-up/sleep/weight sync, the judge and the verifier run unchanged:
   per-tensor weights to its server on verl's ``update_weights``.
 
 Generation is ``transformers``' own ``generate``; requests are served one at a time in a thread, so the actor
-keeps answering control calls meanwhile. Memory calls (sleep, caches) have nothing to free on CPU.
+keeps answering control calls meanwhile. ``abort_request``/``abort_all_requests`` end a request as vLLM's do: a
+queued one at once, a running one at its next token, returning the tokens so far with stop reason ``aborted``.
+Memory calls (sleep, caches) have nothing to free on CPU.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
+import threading
 from collections.abc import Generator
 from typing import Any
 
 import ray
 import torch
+from transformers import StoppingCriteria, StoppingCriteriaList
 from verl.utils import hf_processor, hf_tokenizer
 from verl.utils.config import omega_conf_to_dataclass
 from verl.workers.rollout.base import BaseRollout
@@ -79,6 +84,28 @@ def banned_token_mask(model_config: Any, num_logits: int) -> torch.Tensor:
     return banned
 
 
+@dataclasses.dataclass
+class _Request:
+    """A request the server holds (queued or running) and its abort flag, read by the generating thread."""
+
+    stop: threading.Event = dataclasses.field(default_factory=threading.Event)
+    aborted: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+
+    def abort(self) -> None:
+        self.stop.set()
+        self.aborted.set()
+
+
+class _StopOnAbort(StoppingCriteria):
+    """Ends ``generate`` at the next token once its request is aborted."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        self.stop = stop
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs: Any) -> torch.BoolTensor:
+        return torch.full((input_ids.shape[0],), self.stop.is_set(), dtype=torch.bool)
+
+
 class HFServer:
     """One transformers model answering verl's rollout-server calls (a Ray actor; see :class:`HFReplica`)."""
 
@@ -96,6 +123,7 @@ class HFServer:
         self.pad_token_id = generation.pad_token_id if generation.pad_token_id is not None else 0
         self.banned = banned_token_mask(model_config, self.model.get_output_embeddings().weight.shape[0])
         self._lock = asyncio.Lock()
+        self._requests: dict[str, _Request] = {}  # request id -> the request, while queued or running
         self._dump(step=0)
 
     def _dump(self, step: int) -> None:
@@ -127,7 +155,9 @@ class HFServer:
         return scores.masked_fill(self.banned.to(scores.device), float("-inf"))
 
     @torch.no_grad()
-    def _generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> tuple[list[int], list[float]]:
+    def _generate(
+        self, prompt_ids: list[int], sampling_params: dict[str, Any], stop: threading.Event | None = None
+    ) -> tuple[list[int], list[float]]:
         max_new = self._max_tokens(len(prompt_ids), sampling_params)
         seed = sampling_params.get("seed")
         if seed is not None:
@@ -143,6 +173,7 @@ class HFServer:
             return_dict_in_generate=True,
             output_logits=True,
             logits_processor=[self._mask_banned],
+            stopping_criteria=StoppingCriteriaList([_StopOnAbort(stop or threading.Event())]),
             **sample_kwargs(sampling_params),
         )
         tokens = out.sequences[0, len(prompt_ids) :]
@@ -168,17 +199,57 @@ class HFServer:
         video_data: list[Any] | None = None,
         **kwargs: Any,
     ) -> TokenOutput:
-        """Token-in/token-out generation, as verl's vLLM server's ``generate``."""
+        """Token-in/token-out generation, as verl's vLLM server's ``generate``; an aborted request returns the
+        tokens generated so far (none if it was still queued) with stop reason ``aborted``."""
         if image_data is not None or video_data is not None:
             raise NotImplementedError("rollout.name=hf serves text prompts only (no images or videos)")
-        async with self._lock:
-            token_ids, log_probs = await asyncio.to_thread(self._generate, list(prompt_ids), dict(sampling_params))
+        if request_id in self._requests:
+            raise ValueError(f"request id {request_id!r} is already in flight on this server")
+        request = self._requests[request_id] = _Request()
+        try:
+            if not await self._acquire_unless_aborted(request):
+                token_ids, log_probs = [], []
+            else:
+                try:
+                    token_ids, log_probs = await asyncio.to_thread(
+                        self._generate, list(prompt_ids), dict(sampling_params), request.stop
+                    )
+                finally:
+                    self._lock.release()
+        finally:
+            del self._requests[request_id]
         return TokenOutput(
             token_ids=token_ids,
             log_probs=log_probs if sampling_params.get("logprobs") else None,
-            stop_reason="completed",
+            stop_reason="aborted" if request.stop.is_set() else "completed",
             extra_fields={"global_steps": self.global_steps},
         )
+
+    async def _acquire_unless_aborted(self, request: _Request) -> bool:
+        """Wait for the generation lock; False (lock not held) if the request is aborted while it waits."""
+        acquire = asyncio.ensure_future(self._lock.acquire())
+        aborted = asyncio.ensure_future(request.aborted.wait())
+        await asyncio.wait({acquire, aborted}, return_when=asyncio.FIRST_COMPLETED)
+        aborted.cancel()
+        if not acquire.done():
+            acquire.cancel()
+            try:
+                await acquire
+            except asyncio.CancelledError:
+                return False
+        if request.stop.is_set():  # aborted in the same turn as the lock came free
+            self._lock.release()
+            return False
+        return True
+
+    async def abort_request(self, request_id: str, reset_prefix_cache: bool = True) -> dict[str, Any]:
+        """End one request, queued or running, as verl's vLLM server does (its ``generate`` then returns with stop
+        reason ``aborted``); a request the server does not hold (unknown, finished) is reported not found."""
+        request = self._requests.get(request_id)
+        if request is None:
+            return {"aborted": False, "error": f"Request {request_id} not found"}
+        request.abort()
+        return {"aborted": True, "request_id": request_id}
 
     async def update_weights(self, weights: dict[str, torch.Tensor], global_steps: int | None = None) -> None:
         """Load the actor's full (HF-named) weights; every parameter must be given, none unknown."""
@@ -213,8 +284,11 @@ class HFServer:
         return None
 
     async def abort_all_requests(self, reject_request: bool = False, **kwargs: Any) -> dict[str, Any]:
-        # requests are served whole, one at a time: there is nothing in flight to abort mid-way
-        return {"aborted_count": 0, "request_ids": []}
+        """End every request the server holds (see :meth:`abort_request`)."""
+        request_ids = list(self._requests)
+        for request_id in request_ids:
+            self._requests[request_id].abort()
+        return {"aborted_count": len(request_ids), "request_ids": request_ids}
 
     async def resume_generation(self) -> None:
         return None

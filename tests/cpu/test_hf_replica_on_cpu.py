@@ -1,5 +1,6 @@
 """The transformers rollout server: verl's token-in/token-out contract, log-probs and weight updates."""
 
+import asyncio
 from types import SimpleNamespace
 
 import pytest
@@ -115,3 +116,36 @@ def test_banned_mask_covers_the_logits_past_the_tokenizer(model_dir):
     config = SimpleNamespace(tokenizer=tokenizer, processor=None, local_path=str(model_dir))
     mask = banned_token_mask(config, len(tokenizer) + 8)
     assert not mask[: len(tokenizer)].any() and mask[len(tokenizer) :].all()
+
+
+ENDLESS = {"temperature": 1.0, "ignore_eos": True, "max_tokens": 10**6}  # a turn that ends only when aborted
+
+
+async def _until_held(server, *request_ids):
+    while not all(r in server._requests for r in request_ids):
+        await asyncio.sleep(0.01)
+
+
+@pytest.mark.timeout(60)
+async def test_abort_ends_a_queued_and_a_running_request_as_vllm_does(model_dir):
+    server = _server(model_dir)
+    running = asyncio.ensure_future(server.generate([1, 2, 3], dict(ENDLESS), "run"))
+    queued = asyncio.ensure_future(server.generate([1, 2, 3], dict(ENDLESS), "queued"))
+    await _until_held(server, "run", "queued")
+    await asyncio.sleep(0.2)
+    # a queued request ends at once, with nothing generated, while the running one goes on
+    assert await server.abort_request("queued") == {"aborted": True, "request_id": "queued"}
+    out = await asyncio.wait_for(queued, 5)
+    assert (out.token_ids, out.stop_reason) == ([], "aborted") and not running.done()
+    # a running one ends at its next token, returning what it generated so far
+    assert (await server.abort_request("run", reset_prefix_cache=False))["aborted"]
+    out = await asyncio.wait_for(running, 5)
+    assert out.stop_reason == "aborted" and len(out.token_ids) < 10**6 and not server._requests
+    assert not (await server.abort_request("run"))["aborted"]  # finished: not found, as vLLM answers
+    # abort_all ends every request the server holds; the server serves on afterwards
+    calls = [asyncio.ensure_future(server.generate([4, 5], dict(ENDLESS), r)) for r in ("a", "b")]
+    await _until_held(server, "a", "b")
+    assert await server.abort_all_requests() == {"aborted_count": 2, "request_ids": ["a", "b"]}
+    assert [o.stop_reason for o in await asyncio.wait_for(asyncio.gather(*calls), 5)] == ["aborted", "aborted"]
+    out = await server.generate([1, 2, 3], {"temperature": 1.0, "max_tokens": 3}, "after")
+    assert out.stop_reason == "completed" and 1 <= len(out.token_ids) <= 3

@@ -11,7 +11,7 @@ from prover_verl.metrics import STAT_KEYS
 def broken_forks(mode, calls):
     """A stand-in for ``EnvAgentLoop._continue_from``: every continuation raises, or outlasts any verify timeout."""
 
-    async def continue_from(self, episode, turn, index, pool, adapter, sampling_params):
+    async def continue_from(self, episode, turn, index, pool, adapter, sampling_params, aborts=None):
         calls.append(turn)
         if mode == "raise":
             raise RuntimeError("the env worker died")
