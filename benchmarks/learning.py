@@ -16,8 +16,10 @@ episodes plus ProVer's verifier continuations.
 
 Methods: ``grpo``; ``grpo_control``, GRPO with ``--control-group`` episodes a task (sized to spend what ProVer
 spends); ProVer with the noisy *oracle* judge at accuracy 1.0 / 0.5 / 0.25 / 0.0 (it reads the env's hidden pivot:
-a dial, not a judge a user has); ProVer with the ``heuristic`` judge (first turn where the actions differ) and the
-``divergence`` judge (the turn after which the observations differ for good), both judges a user can run.
+a dial, not a judge a user has); ProVer with the ``heuristic`` judge (first turn where the actions differ), the
+``divergence`` judge (the turn after which the observations differ for good) and the ``judge_model`` (a tiny judge
+model trained on the env's pairs, ``prover_verl.judge_model``, served by ``recipes/judge/serve_judge.sh`` and asked
+through ``judge.type=openai``), judges a user can run.
 
     python benchmarks/learning.py                  # the full benchmark (docs/method.md states its time)
     python benchmarks/learning.py --quick          # the headline: GRPO, control, oracle 1.0, divergence; 3 seeds
@@ -38,6 +40,7 @@ JSON is there is read back, not run again, so the benchmark resumes and can be r
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import re
@@ -66,12 +69,15 @@ class Method:
         judge: ``algorithm.prover.judge.type`` (ProVer only).
         accuracy: The noisy oracle judge's accuracy (None: not that judge).
         control: GRPO with ``--control-group`` episodes a task, the control that spends ProVer's env steps.
+        served: The judge is the trained judge model (``prover_verl.judge_model``), served as users serve judges
+            (``recipes/judge/serve_judge.sh``) and asked through ``judge.type=openai``.
     """
 
     estimator: str
     judge: str = "heuristic"
     accuracy: float | None = None
     control: bool = False
+    served: bool = False
 
     @property
     def oracle(self) -> bool:
@@ -88,9 +94,11 @@ METHODS: dict[str, Method] = {
     "prover_oracle0.0": Method("prover", "noisy", 0.0),
     "prover_heuristic": Method("prover", "heuristic"),
     "prover_divergence": Method("prover", "divergence"),
+    "prover_judge_model": Method("prover", "openai", served=True),
     "gigpo": Method("gigpo"),
 }
 DEFAULT_METHODS = [m for m in METHODS if m != "gigpo"]
+JUDGE_TRAIN_STEPS = 600  # prover_verl.judge_model.train's default (docs/method.md, "A judge model that answers")
 # the comparison a reviewer asks for first, run with the most seeds: GRPO, its equal-cost control, the best judge
 # there is (the exact oracle) and the best judge a user can run
 HEADLINE = ["grpo", "grpo_control", "prover_oracle1.0", "prover_divergence"]
@@ -158,6 +166,26 @@ def prepare_base(args: argparse.Namespace, index: int = 0) -> Path:
     return base
 
 
+def prepare_judge_model(args: argparse.Namespace) -> Path:
+    """The judge model for ``--env-kwargs``, trained once on the env's train split (reused while its settings hold)."""
+    out = args.work / "judge_model"
+    settings = {"env": args.env, "env_kwargs": args.env_kwargs, "steps": args.judge_steps}
+    stamp = out / "judge.json"
+    if stamp.exists() and json.loads(stamp.read_text())["settings"] == settings:
+        return out
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    print(f"[learning] training the judge model ({args.judge_steps} steps)", flush=True)
+    _run(
+        [sys.executable, "-m", "prover_verl.judge_model.train", "--out", str(out), "--env", args.env]
+        + ["--env-kwargs", args.env_kwargs, "--steps", str(args.judge_steps), "--results", str(out / "held_out.json")],
+        args.work / "judge_model.log",
+    )
+    held_out = json.loads((out / "held_out.json").read_text())["held_out"]["overall"]
+    stamp.write_text(json.dumps({"settings": settings, "held_out": held_out}))
+    return out
+
+
 def overrides(method: str, args: argparse.Namespace) -> list[str]:
     """The hydra overrides of one run beyond the smoke recipe's own."""
     extra = [
@@ -192,24 +220,32 @@ def run_one(method: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
     shutil.rmtree(run_dir, ignore_errors=True)
     group = args.control_group if spec.control else args.group
     start = time.perf_counter()
-    smoke.run_smoke(
-        ROOT / "recipes" / args.env / f"run_{spec.estimator}_qwen3.5_2b.sh",  # --cpu-smoke puts the tiny model in
-        run_dir,
-        args.steps,
-        assets=base,
-        overrides=overrides(method, args),
-        ENV_KWARGS=args.env_kwargs,
-        SEED=str(seed),
-        SMOKE_BATCH=str(args.batch),
-        SMOKE_GROUP=str(group),
-        SMOKE_LR=str(args.lr),
-        SMOKE_K=str(args.k),
-        SMOKE_JUDGE=spec.judge,
-        SMOKE_GROUP_LOG="",
-        N_GPUS=str(args.ranks),
-        AGENT_WORKERS=str(args.ranks),
-        ENV_WORKERS=str(args.ranks),
-    )
+    with contextlib.ExitStack() as stack:
+        judge = []
+        if spec.served:  # the served judge lives as long as the run: its overrides point the judge at it
+            from benchmarks.judge_model_loop import served_judge
+
+            judge = stack.enter_context(
+                served_judge(prepare_judge_model(args), run_dir.parent / f"{run_dir.name}_judge")
+            )
+        smoke.run_smoke(
+            ROOT / "recipes" / args.env / f"run_{spec.estimator}_qwen3.5_2b.sh",  # --cpu-smoke puts the tiny model in
+            run_dir,
+            args.steps,
+            assets=base,
+            overrides=[*overrides(method, args), *judge],
+            ENV_KWARGS=args.env_kwargs,
+            SEED=str(seed),
+            SMOKE_BATCH=str(args.batch),
+            SMOKE_GROUP=str(group),
+            SMOKE_LR=str(args.lr),
+            SMOKE_K=str(args.k),
+            SMOKE_JUDGE="heuristic" if spec.served else spec.judge,  # the served judge's overrides win
+            SMOKE_GROUP_LOG="",
+            N_GPUS=str(args.ranks),
+            AGENT_WORKERS=str(args.ranks),
+            ENV_WORKERS=str(args.ranks),
+        )
     run = curve_of(method, seed, smoke.logged_steps(run_dir, args.steps), args.env)
     stamp = json.loads((base / "base.json").read_text())
     run |= {"base": {"index": base_index, **stamp}, "group": group, "wall_s": time.perf_counter() - start}
@@ -302,6 +338,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="episodes a task of grpo_control; default 11 = 8 x 1.375: ProVer's verifier added 42.5 %% to GRPO's env "
         "steps in the first updates of the hard variant (divergence judge, seed 1; the extra depends on how many "
         "groups hold both a success and a failure)",
+    )
+    parser.add_argument(
+        "--judge-steps", type=int, default=JUDGE_TRAIN_STEPS, help="training steps of prover_judge_model's judge"
     )
     parser.add_argument("--mini-batches", type=int, default=4, help="PPO mini-batches a step")
     parser.add_argument("--loss-agg-mode", default="token-mean")

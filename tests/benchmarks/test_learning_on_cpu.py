@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
@@ -89,9 +90,32 @@ def test_control_group_and_oracle_accuracy_reach_the_run(tmp_path, monkeypatch):
     (_, base), (recipe, kw) = calls[:2]
     assert base == 1 and recipe.name == "run_grpo_qwen3.5_2b.sh" and kw["SMOKE_GROUP"] == "11"
     learning.run_one("prover_oracle0.25", 3, args)
-    (_, base), (recipe, kw) = calls[2:]
+    (_, base), (recipe, kw) = calls[2:4]
     assert base == 0 and recipe.name == "run_prover_qwen3.5_2b.sh" and kw["SMOKE_GROUP"] == "8"
     assert kw["SMOKE_JUDGE"] == "noisy" and "algorithm.prover.judge.accuracy=0.25" in kw["overrides"]
+    # the judge model: trained once, served for the run, its overrides after the method's own
+    import benchmarks.judge_model_loop as loop
+
+    served = []
+    monkeypatch.setattr(learning, "prepare_judge_model", lambda args: tmp_path / "judge")
+
+    @contextlib.contextmanager
+    def fake_served(model_dir, work_dir):
+        served.append(("up", model_dir))
+        yield ["algorithm.prover.judge.type=openai", "algorithm.prover.judge.url=http://127.0.0.1:1/v1"]
+        served.append(("down", model_dir))
+
+    monkeypatch.setattr(loop, "served_judge", fake_served)
+    learning.run_one("prover_judge_model", 1, args)
+    (recipe, kw) = calls[-1]
+    assert recipe.name == "run_prover_qwen3.5_2b.sh" and served == [
+        ("up", tmp_path / "judge"),
+        ("down", tmp_path / "judge"),
+    ]
+    assert kw["overrides"][-2:] == [
+        "algorithm.prover.judge.type=openai",
+        "algorithm.prover.judge.url=http://127.0.0.1:1/v1",
+    ]
     saved = json.loads((tmp_path / "out" / "runs" / "prover_oracle0.25_seed3.json").read_text())
     assert saved["group"] == 8 and saved["base"]["index"] == 0
     calls.clear()
