@@ -14,27 +14,23 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from prover_verl.judge.base import (
-    Judge,
     Judgement,
     JudgeStatus,
     Proposal,
-    SegmentSide,
     Trajectory,
     pick_pair,
-    segment_side_of,
 )
-from prover_verl.judge.chat import ChatBackend, ToolCall, why_failed
+from prover_verl.judge.chat import ChatJudge, ToolCall, why_failed
 from prover_verl.judge.heuristic import differing_turns
 from prover_verl.judge.parse import parse_answer
 from prover_verl.judge.prompt import PairView, clip_text, defuse, fenced, render_task, render_turns, view_pair
 
 if TYPE_CHECKING:
-    from prover_verl.config import JudgeConfig
+    pass
 
 logger = logging.getLogger(__name__)
 
@@ -182,7 +178,7 @@ def run_tool(view: PairView, call: ToolCall, max_chars: int) -> tuple[str, bool]
         return f"error: {err}", True
 
 
-class AgenticJudge(Judge):
+class AgenticJudge(ChatJudge):
     """Judges a success/failure pair through tool calls over the chat API (see the module's docstring).
 
     Args:
@@ -191,22 +187,6 @@ class AgenticJudge(Judge):
         segment_side: The side of the pair the segment must lie in.
         seed: Seed of the pair's draw, order and fence nonce.
     """
-
-    def __init__(
-        self,
-        backend: ChatBackend,
-        config: JudgeConfig,
-        segment_side: SegmentSide | str = SegmentSide.SUCCESS,
-        seed: int | None = None,
-    ):
-        self.backend = backend
-        self.config = config
-        self.segment_side = segment_side_of(segment_side)
-        self.rng = random.Random(seed)
-
-    async def propose(self, group: Sequence[Trajectory]) -> tuple[Proposal | None, JudgeStatus]:
-        judgement = await self.judgement(group)
-        return judgement.proposal, judgement.status
 
     async def judgement(self, group: Sequence[Trajectory]) -> Judgement:
         pair = pick_pair(group, self.rng)

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any
+import random
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from prover_verl.judge.base import Judge, JudgeStatus, Proposal, SegmentSide, Trajectory, segment_side_of
+
+if TYPE_CHECKING:
+    from prover_verl.config import JudgeConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,3 +70,32 @@ class ChatBackend(abc.ABC):
 def why_failed(err: BaseException) -> str:
     """Why a judge request failed, for the log line (a JudgeRequestError already says it in words)."""
     return str(err) if isinstance(err, JudgeRequestError) else f"{type(err).__name__}: {str(err)[:300]}"
+
+
+class ChatJudge(Judge):
+    """A judge that asks a chat model (:class:`ChatBackend`) about one success/failure pair of the group; the
+    one-shot prompt (:class:`~prover_verl.judge.llm.LLMJudge`) and the agentic mode
+    (:class:`~prover_verl.judge.agentic.AgenticJudge`) differ only in :meth:`judgement`.
+
+    Args:
+        backend: The chat model.
+        config: The judge's settings.
+        segment_side: The side of the pair the segment must lie in.
+        seed: Seed of the pair's draw, order and fence nonce.
+    """
+
+    def __init__(
+        self,
+        backend: ChatBackend,
+        config: JudgeConfig,
+        segment_side: SegmentSide | str = SegmentSide.SUCCESS,
+        seed: int | None = None,
+    ):
+        self.backend = backend
+        self.config = config
+        self.segment_side = segment_side_of(segment_side)
+        self.rng = random.Random(seed)
+
+    async def propose(self, group: Sequence[Trajectory]) -> tuple[Proposal | None, JudgeStatus]:
+        judgement = await self.judgement(group)
+        return judgement.proposal, judgement.status

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import random
 import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -17,13 +16,11 @@ from prover_verl.judge.base import (
     Judge,
     Judgement,
     JudgeStatus,
-    Proposal,
     SegmentSide,
     Trajectory,
     pick_pair,
-    segment_side_of,
 )
-from prover_verl.judge.chat import ChatBackend, ChatReply, JudgeRequestError, ToolCall, why_failed
+from prover_verl.judge.chat import ChatBackend, ChatJudge, ChatReply, JudgeRequestError, ToolCall, why_failed
 from prover_verl.judge.parse import parse_answer
 from prover_verl.judge.prompt import PromptTooLong, build_prompt
 from prover_verl.judge.registry import register_judge
@@ -198,28 +195,12 @@ def api_key(config: JudgeConfig) -> str:
     return key
 
 
-class LLMJudge(Judge):
+class LLMJudge(ChatJudge):
     """Prompts a chat model with one success/failure pair of the group and parses its answer strictly.
 
     Any failure of the model (an exception, a timeout, an unusable answer) yields no proposal with a status
     naming why; the group then keeps plain GRPO. Nothing here raises on a bad answer.
     """
-
-    def __init__(
-        self,
-        backend: ChatBackend,
-        config: JudgeConfig,
-        segment_side: SegmentSide | str = SegmentSide.SUCCESS,
-        seed: int | None = None,
-    ):
-        self.backend = backend
-        self.config = config
-        self.segment_side = segment_side_of(segment_side)
-        self.rng = random.Random(seed)
-
-    async def propose(self, group: Sequence[Trajectory]) -> tuple[Proposal | None, JudgeStatus]:
-        judgement = await self.judgement(group)
-        return judgement.proposal, judgement.status
 
     async def judgement(self, group: Sequence[Trajectory]) -> Judgement:
         pair = pick_pair(group, self.rng)
