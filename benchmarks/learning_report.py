@@ -241,6 +241,8 @@ def _break_even(report: Mapping[str, Any]) -> str:
             + (
                 f" (95 % bootstrap interval {fit['interval'][0]:.2f}–{fit['interval'][1]:.2f})"
                 if fit["interval"]
+                else " (one run at a dial setting: no interval, no verdict)"
+                if fit["positive_slope_frac"] is None
                 else f" (slope positive in only {fit['positive_slope_frac']:.0%} of bootstrap resamples: no interval)"
             )
         )

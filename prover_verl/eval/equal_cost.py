@@ -102,7 +102,8 @@ def break_even(points: Sequence[tuple[int, float, float]], resamples: int = 2000
     Returns:
         ``intercept`` and ``slope`` of the least-squares line gain = intercept + slope · hit_rate, ``hit_rate``
         (where it crosses zero: None if the slope is not positive), and its 2.5-97.5 % bootstrap interval
-        ``interval`` (None where fewer than 95 % of resamples have a positive slope), ``positive_slope_frac``.
+        ``interval`` (None where fewer than 95 % of resamples have a positive slope, or where a setting has one run
+        only), ``positive_slope_frac`` (None with one run at a setting).
     """
     rates = np.array([p[1] for p in points], dtype=np.float64)
     gains = np.array([p[2] for p in points], dtype=np.float64)
@@ -127,7 +128,9 @@ def break_even(points: Sequence[tuple[int, float, float]], resamples: int = 2000
             crossings.append(-b_intercept / b_slope)
     frac = positive / resamples
     interval = None
-    if frac >= 0.95:
+    if min(len(g) for g in groups) < 2:  # one run at a setting: resampling cannot vary it, so no interval at all
+        frac = None
+    elif frac >= 0.95:
         low, high = np.percentile(crossings, [2.5, 97.5])
         interval = [float(low), float(high)]
     return {

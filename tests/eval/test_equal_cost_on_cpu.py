@@ -63,8 +63,12 @@ def test_break_even_crossing_of_the_dial_line():
     assert out["intercept"] == pytest.approx(-0.1) and out["slope"] == pytest.approx(0.2)
     assert out["hit_rate"] == pytest.approx(0.5)
     assert out["interval"] == pytest.approx([0.5, 0.5]) and out["positive_slope_frac"] == 1.0
+    # one run at a setting: the resamples cannot vary it, so no interval (not a zero-width one)
+    single = break_even([(1, 0.0, -0.1), (1, 1.0, 0.1)], resamples=50)
+    assert single["hit_rate"] == pytest.approx(0.5) and single["interval"] is None
+    assert single["positive_slope_frac"] is None
     # a falling line has no break-even
-    flat = break_even([(1, 0.0, 0.1), (1, 1.0, -0.1)], resamples=50)
+    flat = break_even([(1, 0.0, 0.1), (2, 0.0, 0.1), (1, 1.0, -0.1), (2, 1.0, -0.12)], resamples=50)
     assert flat["hit_rate"] is None and flat["interval"] is None
     with pytest.raises(ValueError, match="two different hit rates"):
         break_even([(1, 0.5, 0.1), (2, 0.5, 0.2)])
