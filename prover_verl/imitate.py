@@ -17,6 +17,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -61,18 +62,24 @@ def token_builder(model_dir: str | Path, chat_template_kwargs: dict | None = Non
     )
 
 
-def assistant_labels(builder, messages: list[dict]) -> tuple[list[int], list[int]]:
-    """Token ids of a conversation (system, user, then assistant and user in turn) as the env agent loop builds them
-    with ``builder``, and labels that keep only what the policy generates, each reply and its end-of-turn token
-    (others -100): the first prompt is rendered with the generation prompt, each reply appended as the policy's
-    tokens, each observation merged as a context message."""
+def assistant_labels(builder, messages: list[dict], stop: Sequence[str] = ()) -> tuple[list[int], list[int]]:
+    """Token ids of a conversation (the first prompt: a system message or none, and a user message; then assistant
+    and user in turn) as the env agent loop builds them with ``builder``, and labels that keep only what the policy
+    generates, each reply and its end-of-turn token (others -100): the first prompt is rendered with the generation
+    prompt, each reply appended as the policy's tokens, each observation merged as a context message. A reply that
+    ends with one of the protocol's ``stop`` strings has no end-of-turn token: the server ends the generation there
+    (vLLM's ``stop``), and the loop merges the next observation right after it."""
     tokenizer = builder.tokenizer
     eos = tokenizer.convert_tokens_to_ids(tokenizer.eos_token)
-    ids = builder.build_initial_tokens(messages[:2])
+    # the first prompt ends where the policy first speaks (Search-R1's protocol has no system message)
+    first = next((i for i, m in enumerate(messages) if m["role"] == "assistant"), len(messages))
+    ids = builder.build_initial_tokens(messages[:first])
     labels = [-100] * len(ids)
-    for i in range(2, len(messages)):
+    for i in range(first, len(messages)):
         if messages[i]["role"] == "assistant":
-            reply = tokenizer.encode(messages[i]["content"], add_special_tokens=False) + [eos]
+            content = messages[i]["content"]
+            stopped = any(content.endswith(string) for string in stop)
+            reply = tokenizer.encode(content, add_special_tokens=False) + ([] if stopped else [eos])
             ids, labels = ids + reply, labels + reply
         else:
             merged = builder.merge_context_tokens(messages[:i], messages[: i + 1], ids)
@@ -129,10 +136,11 @@ def imitate(
     rows = pd.read_parquet(Path(data_dir) / "train.parquet")[:max_episodes]
     builder = token_builder(model_dir)
     model = load_policy_model(model_dir)
+    stop = make_adapter(env_name, env_kwargs=env_kwargs).stop
     batch = []
     for info in rows["extra_info"]:
         messages = expert_conversation(env_name, env_kwargs, info["task_id"], info["split"])
-        batch.append(assistant_labels(builder, messages))
+        batch.append(assistant_labels(builder, messages, stop))
     tokens = sum(sum(label != -100 for label in labels) for _, labels in batch)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     model.train()

@@ -13,14 +13,16 @@ from prover_verl.hf_model import load_policy_model
 SYSTEM = {"role": "system", "content": "You are an agent."}
 
 
+@pytest.mark.parametrize("system", [True, False], ids=["system", "no_system"])
 @pytest.mark.parametrize("arch", ["qwen3", tiny_model.VL_ARCH])
-def test_labels_are_the_agent_loops_policy_tokens(tmp_path, arch):
+def test_labels_are_the_agent_loops_policy_tokens(tmp_path, arch, system):
     """The episode is tokenized as the env agent loop tokenizes it (verl's Continuous Token builder), labels on the
-    tokens the policy generates: each reply and its end-of-turn token, nothing of the chat scaffold."""
+    tokens the policy generates: each reply and its end-of-turn token, nothing of the chat scaffold; also where the
+    first prompt has no system message (Search-R1's protocol), whose first reply was once taken for prompt."""
     builder = imitate.token_builder(tiny_model.build(tmp_path / arch, arch=arch))
     tok = builder.tokenizer
     conv = [
-        SYSTEM,
+        *([SYSTEM] if system else []),
         {"role": "user", "content": "go"},
         {"role": "assistant", "content": "<action>look</action>"},
         {"role": "user", "content": "You see a desk."},
@@ -28,14 +30,38 @@ def test_labels_are_the_agent_loops_policy_tokens(tmp_path, arch):
     ]
     ids, labels = imitate.assistant_labels(builder, conv)
     generated = [t for t, label in zip(ids, labels, strict=True) if label != -100]
-    replies = [tok.encode(m["content"], add_special_tokens=False) + [tok.eos_token_id] for m in conv[2::2]]
+    replies = [tok.encode(m["content"], add_special_tokens=False) + [tok.eos_token_id] for m in conv[-3::2]]
     assert generated == replies[0] + replies[1]
+    # the first prompt is what the agent loop sends for the first reply
+    first = builder.build_initial_tokens(conv[: len(conv) - 3])
+    assert ids[: len(first)] == first and all(label == -100 for label in labels[: len(first)])
     # the context is the chat template's own rendering, with the recipes' enable_thinking=false
-    expected = tok.apply_chat_template(conv[:4], add_generation_prompt=True, tokenize=False, enable_thinking=False)
+    expected = tok.apply_chat_template(conv[:-1], add_generation_prompt=True, tokenize=False, enable_thinking=False)
     prefix = tok.decode(ids[: len(ids) - len(replies[1])])
     if arch == tiny_model.VL_ARCH:  # Qwen3.5 keeps the generated (empty) thinking block of the earlier reply
         expected = expected.replace("assistant\n<action>look", "assistant\n<think>\n\n</think>\n\n<action>look")
     assert prefix == expected
+
+
+def test_a_reply_ended_by_a_stop_string_has_no_end_of_turn_token_as_in_the_loop(tmp_path):
+    """Search-R1's protocol stops generation at ``</search>`` (vLLM's ``stop``): the policy never samples the
+    end-of-turn token there, and verl's builder merges the observation right after the stop string; the imitation
+    learns those tokens, not the chat template's ``<|im_end|>`` (which the CPU smoke then never saw)."""
+    builder = imitate.token_builder(tiny_model.build(tmp_path / "m"))
+    tok = builder.tokenizer
+    conv = [
+        {"role": "user", "content": "question"},
+        {"role": "assistant", "content": "<search>q</search>"},
+        {"role": "user", "content": "<information>doc</information>"},
+        {"role": "assistant", "content": "<answer>a</answer>"},
+    ]
+    ids, labels = imitate.assistant_labels(builder, conv, stop=("</search>", "</answer>"))
+    search = tok.encode("<search>q</search>", add_special_tokens=False)
+    answer = tok.encode("<answer>a</answer>", add_special_tokens=False)
+    assert [t for t, label in zip(ids, labels, strict=True) if label != -100] == search + answer
+    start = builder.build_initial_tokens(conv[:1])
+    after = builder.merge_context_tokens(conv[:2], conv[:3], start + search).token_ids  # what the loop merges
+    assert ids == after + answer and tok.eos_token_id not in ids[len(start) : len(start) + len(search) + 1]
 
 
 def test_replay_log_probs_are_the_models_probability_of_the_expert_replies(tmp_path):

@@ -274,6 +274,12 @@ class SearchQAEnv(TextEnv):
             turns = [Action(kind, content, valid) for kind, content, valid in raw_turns]
         except (TypeError, ValueError):
             kept = None
+        if kept is not None and len(kept) in (0, 1) and len(kept) != int(self.retriever.remote):
+            where = ("a local index", "a retrieval server")
+            raise ValueError(
+                f"searchqa state of {state.task_id!r} was taken with {where[len(kept) > 0]}, this env searches "
+                f"{where[self.retriever.remote]}: another retriever (a server's answers are kept in its states)"
+            )
         if kept is not None and fingerprint != self._fingerprint(q):
             raise ValueError(
                 f"searchqa state of {state.task_id!r} was taken on other data, another retriever or other protocol "

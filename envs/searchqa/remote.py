@@ -33,7 +33,6 @@ class RemoteRetriever:
         backoff_s: Wait before the first retry, doubled before each further one.
 
     Attributes:
-        fingerprint: Identifies the server (its URL): a state taken with one retriever is refused by another.
         remote: True: the env keeps each search's passages in its state.
     """
 
@@ -45,8 +44,46 @@ class RemoteRetriever:
         if timeout_s <= 0 or retries < 0 or backoff_s < 0:
             raise ValueError(f"bad retriever timeout_s={timeout_s}, retries={retries} or backoff_s={backoff_s}")
         self.url, self.timeout_s, self.retries, self.backoff_s = url, timeout_s, retries, backoff_s
-        self.fingerprint = hashlib.sha256(f"remote:{url}".encode()).hexdigest()
+        self._fingerprint: str | None = None  # asked of the server when first needed
         self.requests = 0  # sent, retries included
+
+    @property
+    def fingerprint(self) -> str:
+        """What the server serves: the content fingerprint ``GET /fingerprint`` answers (``python -m
+        envs.searchqa.server``: the same as its index and corpus opened locally), else, where the server has no such
+        route (Search-R1's ``retrieval_server.py``), its URL. A state or data row taken with one retriever is refused
+        by another.
+
+        Raises:
+            RetrieverError: the server is down, or answered the route with another error than 404, 405 or 501.
+            ValueError: the answer is not ``{"fingerprint": str}``.
+        """
+        if self._fingerprint is None:
+            self._fingerprint = self._ask_fingerprint()
+        return self._fingerprint
+
+    def _ask_fingerprint(self) -> str:
+        base, slash, last = self.url.rstrip("/").rpartition("/")
+        if not slash or last != "retrieve":  # a custom route: no sibling to ask
+            return hashlib.sha256(f"remote:{self.url}".encode()).hexdigest()
+        url = f"{base}/fingerprint"
+        try:
+            with urllib.request.urlopen(url, timeout=self.timeout_s) as response:
+                raw = response.read()
+        except urllib.error.HTTPError as err:
+            if err.code in (404, 405, 501):  # a server without the route (Search-R1's): its identity is its URL
+                return hashlib.sha256(f"remote:{self.url}".encode()).hexdigest()
+            raise RetrieverError(f"retriever at {url} answered HTTP {err.code}: {err.reason}") from err
+        except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as err:
+            reason = f"{type(err).__name__}: {getattr(err, 'reason', err)}"
+            raise RetrieverError(f"retriever at {url} did not answer ({reason}); is it running?") from err
+        try:
+            fingerprint = json.loads(raw)["fingerprint"]
+        except (ValueError, KeyError, TypeError) as err:
+            raise ValueError(f"retriever at {url} sent a malformed fingerprint: {raw[:200]!r}") from err
+        if not isinstance(fingerprint, str) or not fingerprint:
+            raise ValueError(f"retriever at {url} sent a malformed fingerprint: {raw[:200]!r}")
+        return fingerprint
 
     def search(self, query: str, k: int) -> list[Passage]:
         """The top-``k`` passages the server returns for ``query``.

@@ -12,7 +12,9 @@ ids only, no text) and its ``wiki-18.jsonl``, the corpus's rows are served from 
 first start (:mod:`envs.searchqa.build_store`, SQLite, read through the page cache), never from the corpus in
 memory. Requests: ``{"queries": [...], "topk": k, "return_scores": bool}`` with any number of queries (a missing,
 null or 0 ``topk`` is ``--topk``); replies: ``{"result": [[{"document": {"id", "contents", ...}, "score"}, ...],
-...]}`` (documents alone without scores). The queries are searched in chunks on a fixed pool of ``--threads``
+...]}`` (documents alone without scores). ``GET /fingerprint`` answers ``{"fingerprint": ...}``, the content
+fingerprint of the index and corpus served, which env workers put in their data's fingerprint (a data row written
+from the local index is the same data when served). The queries are searched in chunks on a fixed pool of ``--threads``
 threads (the only threads that call into the JVM, so its thread attachments stay fixed), at most ``--threads``
 chunks of one request at a time, and the reply streams out chunk by chunk: a request's memory is bounded by
 ``--threads`` x ``--chunk`` queries' hits, whatever its size.
@@ -140,8 +142,15 @@ class RetrievalService:
 
 
 def make_app(service: RetrievalService) -> FastAPI:
-    """The FastAPI app answering ``POST /retrieve`` from ``service``."""
+    """The FastAPI app answering ``POST /retrieve`` and ``GET /fingerprint`` from ``service``."""
     app = FastAPI(title="Search-QA BM25 retrieval (Search-R1 API)")
+
+    @app.get("/fingerprint")
+    async def fingerprint_endpoint():
+        fingerprint = getattr(service.retriever, "fingerprint", None)
+        if not isinstance(fingerprint, str):
+            return JSONResponse({"error": "this retriever has no content fingerprint"}, status_code=404)
+        return {"fingerprint": fingerprint}
 
     @app.post("/retrieve")
     async def retrieve_endpoint(request: Request):

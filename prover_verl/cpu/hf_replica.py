@@ -106,6 +106,19 @@ class _StopOnAbort(StoppingCriteria):
         return torch.full((input_ids.shape[0],), self.stop.is_set(), dtype=torch.bool)
 
 
+class _StopOnStrings(StoppingCriteria):
+    """Ends ``generate`` at the token whose text completes one of ``stops`` in the generated text (the prompt's is not
+    searched), that token the last returned, as vLLM ends a request at a stop string (``include_stop_str_in_output``
+    changes only the text, which verl's agent loop does not read)."""
+
+    def __init__(self, tokenizer: Any, stops: list[str], prompt_len: int) -> None:
+        self.tokenizer, self.stops, self.prompt_len = tokenizer, stops, prompt_len
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs: Any) -> torch.BoolTensor:
+        texts = self.tokenizer.batch_decode(input_ids[:, self.prompt_len :])
+        return torch.tensor([any(stop in text for stop in self.stops) for text in texts], dtype=torch.bool)
+
+
 class HFServer:
     """One transformers model answering verl's rollout-server calls (a Ray actor; see :class:`HFReplica`)."""
 
@@ -122,6 +135,8 @@ class HFServer:
         self.eos_token_id = generation.eos_token_id
         self.pad_token_id = generation.pad_token_id if generation.pad_token_id is not None else 0
         self.banned = banned_token_mask(model_config, self.model.get_output_embeddings().weight.shape[0])
+        self.local_path = model_config.local_path
+        self._tokenizer = None  # loaded for the first request with stop strings
         self._lock = asyncio.Lock()
         self._requests: dict[str, _Request] = {}  # request id -> the request, while queued or running
         self._dump(step=0)
@@ -150,6 +165,15 @@ class HFServer:
             max_tokens = min(max_tokens, max_possible)
         return max(1, int(max_tokens))
 
+    def _stop_criteria(self, sampling_params: dict[str, Any], prompt_len: int) -> list[StoppingCriteria]:
+        """vLLM's ``stop`` strings (a protocol's ``</search>``) as a stopping criterion, if any are asked for."""
+        stop = sampling_params.get("stop")
+        if not stop:
+            return []
+        if self._tokenizer is None:
+            self._tokenizer = hf_tokenizer(self.local_path)
+        return [_StopOnStrings(self._tokenizer, [stop] if isinstance(stop, str) else list(stop), prompt_len)]
+
     def _mask_banned(self, input_ids: torch.Tensor | None, scores: torch.Tensor) -> torch.Tensor:
         """``scores`` with the banned tokens at -inf (a ``generate`` logits processor, and the log-probs' mask)."""
         return scores.masked_fill(self.banned.to(scores.device), float("-inf"))
@@ -173,7 +197,9 @@ class HFServer:
             return_dict_in_generate=True,
             output_logits=True,
             logits_processor=[self._mask_banned],
-            stopping_criteria=StoppingCriteriaList([_StopOnAbort(stop or threading.Event())]),
+            stopping_criteria=StoppingCriteriaList(
+                [_StopOnAbort(stop or threading.Event()), *self._stop_criteria(sampling_params, len(prompt_ids))]
+            ),
             **sample_kwargs(sampling_params),
         )
         tokens = out.sequences[0, len(prompt_ids) :]

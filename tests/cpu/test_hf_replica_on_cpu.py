@@ -5,6 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from verl.utils import hf_tokenizer
 
 from prover_verl import tiny_model
 from prover_verl.cpu.hf_replica import HFServer, banned_token_mask, sample_kwargs
@@ -51,6 +52,21 @@ async def test_budget_greedy_and_eos(model_dir):
     for _ in range(5):
         out = await server.generate([1, 2, 3], {"temperature": 1.0}, "d")
         assert eos not in out.token_ids[:-1], "generation must stop at the first EOS"
+
+
+async def test_stop_strings_end_generation_at_the_token_that_completes_one_as_vllm_does(model_dir):
+    """A protocol's stop strings (Search-R1's ``</search>``) end the reply where its text first holds one, that token
+    the last returned; the CPU twin ignored them once and replied past them."""
+    server = _server(model_dir, response_length=32)
+    greedy = {"temperature": 0.0, "max_tokens": 32, "ignore_eos": True}
+    full = (await server.generate([1, 2, 3], dict(greedy), "full")).token_ids
+    tok = hf_tokenizer(str(model_dir))
+    texts = [tok.decode(full[: i + 1]) for i in range(len(full))]
+    cut = next(i for i in range(4, len(full)) if texts[i] != texts[i - 1] and len(texts[i]) > len(texts[3]))
+    stop = texts[cut][len(texts[cut - 1]) - 1 :]  # spans the boundary of tokens cut-1 and cut
+    first = next(i for i, text in enumerate(texts) if stop in text)
+    out = await server.generate([1, 2, 3], {**greedy, "stop": [stop], "include_stop_str_in_output": True}, "stop")
+    assert out.token_ids == full[: first + 1] and len(out.token_ids) < len(full)
 
 
 async def test_update_weights_loads_the_actors_tensors_and_rejects_a_mismatch(model_dir):

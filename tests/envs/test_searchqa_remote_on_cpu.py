@@ -40,9 +40,12 @@ def server(local):
 
 
 def fake_server(status=200, body=b"{}", delay_s=0.0):
-    """A server answering every POST with ``status`` and ``body`` after ``delay_s``; returns it and its URL."""
+    """A server answering every POST and GET with ``status`` and ``body`` after ``delay_s``; returns it and its URL."""
 
     class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            self.do_POST()
+
         def do_POST(self):  # noqa: N802
             self.rfile.read(int(self.headers.get("Content-Length", 0)))
             time.sleep(delay_s)
@@ -81,11 +84,51 @@ def test_fork_restores_the_servers_answer_without_asking_again(local, server):
     assert state.payload[-1] == first[0]  # the search's reply is in the state
     fork = SearchQAEnv(retriever_url=server)
     assert fork.restore(state) == (first[0], first[4]) and fork.retriever.requests == 0
-    with pytest.raises(ValueError, match="other data"):
+    with pytest.raises(ValueError, match="taken with a retrieval server, this env searches a local index"):
         local.restore(state)  # a state of the remote retriever is not one of the local index
     local.reset(options={"task_id": task})
-    with pytest.raises(ValueError, match="another retriever"):
+    with pytest.raises(ValueError, match="taken with a local index, this env searches a retrieval server"):
         fork.restore(local.snapshot())
+
+
+def test_served_index_has_the_local_indexs_fingerprint_so_data_rows_carry_over(local, server, tmp_path):
+    """Rows written from the local index are the same data when our server serves that index (the CPU smoke writes
+    rows locally and trains against a server); another corpus served is other data."""
+    remote = SearchQAEnv(retriever_url=server)
+    assert remote.retriever.fingerprint == local.retriever.fingerprint
+    assert remote.data_fingerprint() == local.data_fingerprint()
+    corpus_path = tmp_path / "other.jsonl"
+    corpus_path.write_text(json.dumps({"id": "0", "contents": '"T"\nanother corpus'}) + "\n")
+    other = serve_in_thread(corpus.open_retriever(corpus_path=str(corpus_path), cache_dir=str(tmp_path / "c")))
+    try:
+        elsewhere = SearchQAEnv(retriever_url=other.url)
+        assert elsewhere.data_fingerprint() != local.data_fingerprint()
+    finally:
+        other.close()
+
+
+@pytest.mark.parametrize("status", [404, 405, 501])
+def test_a_server_without_the_fingerprint_route_is_known_by_its_url(status):
+    """Search-R1's own server has no ``GET /fingerprint``: its URL is its identity (stable, not its content)."""
+    server, url = fake_server(status=status, body=b"{}")
+    first, second = RemoteRetriever(url), RemoteRetriever(url)
+    assert first.fingerprint == second.fingerprint
+    assert first.fingerprint != RemoteRetriever(url.replace("/retrieve", "/other/retrieve")).fingerprint
+    server.shutdown()
+
+
+def test_a_fingerprint_route_that_fails_or_lies_is_an_error():
+    server, url = fake_server(status=500, body=b"{}")
+    with pytest.raises(RetrieverError, match="HTTP 500"):
+        _ = RemoteRetriever(url).fingerprint
+    server.shutdown()
+    server, url = fake_server(status=200, body=b'{"fingerprint": 3}')
+    with pytest.raises(ValueError, match="malformed fingerprint"):
+        _ = RemoteRetriever(url).fingerprint
+    server.shutdown()
+    server.server_close()
+    with pytest.raises(RetrieverError, match="did not answer"):
+        _ = RemoteRetriever(url).fingerprint
 
 
 def test_server_down_fails_naming_the_url_and_the_fix():

@@ -203,6 +203,9 @@ def check_run(smoke_dir: Path, estimator: str) -> dict[int, dict]:
             torch.testing.assert_close(dump["advantages"].float() * mask, expected, atol=1e-5, rtol=1e-5)
         if estimator != "prover":
             assert dump["credit"] is None
+    # the imitated policy wins some episodes (recipes/cpu_smoke.sh); without a win no advantage is non-zero and the
+    # checks below fail far from the cause (once: Search-R1's protocol, no system message, the first reply unlearnt)
+    assert max(steps[s]["critic/score/max"] for s in (1, 2)) > 0, "no episode won: the smoke's imitation failed"
     check_weights(smoke_dir)
     check_kl(steps, smoke_dir)
     for step in (1, 2):  # every estimator logs what its step's own episodes cost
@@ -302,6 +305,7 @@ class CountingRetriever:
         from envs.searchqa.corpus import open_retriever
 
         self.retriever, self.searches = open_retriever(cache_dir=cache_dir), 0
+        self.fingerprint = self.retriever.fingerprint  # served at GET /fingerprint, as the real retriever's
 
     def documents(self, query: str, k: int):
         self.searches += 1
@@ -320,8 +324,10 @@ def test_cpu_smoke_trains_validates_and_checkpoints(tmp_path, case, smoke_asset_
         retriever = CountingRetriever(tmp_path / "index")
         server = serve_in_thread(retriever)
         # the run's env workers ask the retrieval server; the tiny model and data are the other cases' (ENV_KWARGS
-        # would make them, and the expert's imitation, its own)
-        overrides = (f"env.kwargs='{json.dumps({'retriever_url': server.url})}'",)
+        # would make them, and the expert's imitation, its own), and so is the recipe's protocol, which the override
+        # replaces with the rest of ENV_KWARGS unless it says it again
+        kwargs = {"protocol": "search_r1", "retriever_url": server.url}
+        overrides = (f"env.kwargs='{json.dumps(kwargs)}'",)
     try:
         run_smoke(recipe, smoke_dir, 2, smoke_asset_cache, arch=arch, overrides=overrides)
     finally:
