@@ -1,6 +1,8 @@
 """The prompt adapter: the env's protocol reaches the agent loop's prompts and sampling; linear-time parsing."""
 
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -20,8 +22,26 @@ class AnsweringServer(ScriptedServer):
         return "<think>I know it.</think><answer>Pluldrunara</answer> and more"
 
 
-async def test_search_r1_reaches_the_agent_loop(make_loop, make_config, tokenizer):
-    kwargs = {"retriever_url": "http://127.0.0.1:9/retrieve", "split": "test"}
+@pytest.fixture
+def retriever_url():
+    """A retrieval server that has no ``/fingerprint`` route (as Search-R1's) and is never asked to search here."""
+
+    class NotFound(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            self.send_error(404)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/retrieve"
+    server.shutdown()
+    server.server_close()
+
+
+async def test_search_r1_reaches_the_agent_loop(make_loop, make_config, tokenizer, retriever_url):
+    kwargs = {"retriever_url": retriever_url, "split": "test"}
     env = {"name": "searchqa", "protocol": "search_r1", "kwargs": kwargs, "max_turns": 5}
     config = make_config(adv_estimator="grpo", env=env, prompt_length=4096)
     server = AnsweringServer(tokenizer)
