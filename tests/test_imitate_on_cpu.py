@@ -13,6 +13,12 @@ from prover_verl.hf_model import load_policy_model
 SYSTEM = {"role": "system", "content": "You are an agent."}
 
 
+def chat(*texts: str, system: bool = False) -> list[dict]:
+    """A conversation of ``texts``, user and assistant in turn (the first a user's), after ``SYSTEM`` if ``system``."""
+    turns = [{"role": ("user", "assistant")[i % 2], "content": text} for i, text in enumerate(texts)]
+    return [SYSTEM, *turns] if system else turns
+
+
 @pytest.mark.parametrize("system", [True, False], ids=["system", "no_system"])
 @pytest.mark.parametrize("arch", ["qwen3", tiny_model.VL_ARCH])
 def test_labels_are_the_agent_loops_policy_tokens(tmp_path, arch, system):
@@ -21,13 +27,7 @@ def test_labels_are_the_agent_loops_policy_tokens(tmp_path, arch, system):
     first prompt has no system message (Search-R1's protocol), whose first reply was once taken for prompt."""
     builder = imitate.token_builder(tiny_model.build(tmp_path / arch, arch=arch))
     tok = builder.tokenizer
-    conv = [
-        *([SYSTEM] if system else []),
-        {"role": "user", "content": "go"},
-        {"role": "assistant", "content": "<action>look</action>"},
-        {"role": "user", "content": "You see a desk."},
-        {"role": "assistant", "content": "<action>open desk</action>"},
-    ]
+    conv = chat("go", "<action>look</action>", "You see a desk.", "<action>open desk</action>", system=system)
     ids, labels = imitate.assistant_labels(builder, conv)
     generated = [t for t, label in zip(ids, labels, strict=True) if label != -100]
     replies = [tok.encode(m["content"], add_special_tokens=False) + [tok.eos_token_id] for m in conv[-3::2]]
@@ -49,12 +49,7 @@ def test_a_reply_ended_by_a_stop_string_has_no_end_of_turn_token_as_in_the_loop(
     learns those tokens, not the chat template's ``<|im_end|>`` (which the CPU smoke then never saw)."""
     builder = imitate.token_builder(tiny_model.build(tmp_path / "m"))
     tok = builder.tokenizer
-    conv = [
-        {"role": "user", "content": "question"},
-        {"role": "assistant", "content": "<search>q</search>"},
-        {"role": "user", "content": "<information>doc</information>"},
-        {"role": "assistant", "content": "<answer>a</answer>"},
-    ]
+    conv = chat("question", "<search>q</search>", "<information>doc</information>", "<answer>a</answer>")
     ids, labels = imitate.assistant_labels(builder, conv, stop=("</search>", "</answer>"))
     search = tok.encode("<search>q</search>", add_special_tokens=False)
     answer = tok.encode("<answer>a</answer>", add_special_tokens=False)
@@ -69,13 +64,8 @@ def test_replay_log_probs_are_the_models_probability_of_the_expert_replies(tmp_p
     builder = imitate.token_builder(model_dir)
     model = load_policy_model(model_dir).eval()
     convs = [
-        [SYSTEM, {"role": "user", "content": "go"}, {"role": "assistant", "content": "<action>look</action>"}],
-        [
-            SYSTEM,
-            {"role": "user", "content": "a much longer observation to pad the other row"},
-            {"role": "assistant", "content": "<action>open door</action>"},
-            {"role": "user", "content": "done"},
-        ],
+        chat("go", "<action>look</action>", system=True),
+        chat("a much longer observation to pad the other row", "<action>open door</action>", "done", system=True),
     ]
     batch = [imitate.assistant_labels(builder, c) for c in convs]
     with torch.no_grad():
