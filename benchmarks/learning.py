@@ -167,11 +167,15 @@ def prepare_base(args: argparse.Namespace, index: int = 0) -> Path:
 
 
 def prepare_judge_model(args: argparse.Namespace) -> Path:
-    """The judge model for ``--env-kwargs``, trained once on the env's train split (reused while its settings hold)."""
+    """The judge model for ``--env-kwargs``, trained once on the env's train split (reused while its settings hold);
+    its held-out table (``prover_verl.judge_model.train --results``) is kept beside the runs, ``judge_model.json``."""
     out = args.work / "judge_model"
     settings = {"env": args.env, "env_kwargs": args.env_kwargs, "steps": args.judge_steps}
     stamp = out / "judge.json"
     if stamp.exists() and json.loads(stamp.read_text())["settings"] == settings:
+        if not (args.out / "judge_model.json").exists():
+            args.out.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(out / "held_out.json", args.out / "judge_model.json")
         return out
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
@@ -183,6 +187,8 @@ def prepare_judge_model(args: argparse.Namespace) -> Path:
     )
     held_out = json.loads((out / "held_out.json").read_text())["held_out"]["overall"]
     stamp.write_text(json.dumps({"settings": settings, "held_out": held_out}))
+    args.out.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(out / "held_out.json", args.out / "judge_model.json")
     return out
 
 
