@@ -81,7 +81,8 @@ SMOKE=(
   +critic.model.override_config.attn_implementation=sdpa
   # one update at the recipes' lr 1e-6 moves the tiny model's log-probs by ~2e-6 a token, far below bf16's
   # resolution, and verl's log-prob passes run in bf16 (as on GPUs): the KL loss would read exactly 0 (measured:
-  # docs/cpu_loop.md). 1e-4 makes one update visible to it.
+  # docs/cpu_loop.md). 1e-4 makes one update visible to it in most runs (not all: the smoke test compares the
+  # logged KL with verl's, recomputed from the batch).
   actor_rollout_ref.actor.optim.lr="$SMOKE_LR"
   +actor_rollout_ref.model.override_config.attn_implementation=sdpa
   actor_rollout_ref.model.use_remove_padding=false

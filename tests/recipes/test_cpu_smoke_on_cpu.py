@@ -150,7 +150,14 @@ def actor_weights(actor_dir: Path) -> dict[str, torch.Tensor]:
 
 def check_kl(steps: dict[int, dict], smoke_dir: Path) -> None:
     """The KL loss runs against the reference policy: its log-probs are in the batch, equal to the actor's before
-    any update, apart after one, and the loss is logged."""
+    any update, apart after one, and the loss logged is verl's KL between the two.
+
+    Not ``kl_loss > 0`` at step 2: verl computes its k3 estimator on bf16 log-probs, where ``exp(d) - d - 1`` cancels
+    to exactly 0 for gaps up to ~0.1, and one update at the smoke's lr moves some Search-QA batches by less (measured:
+    max 0.047 on 26 of 285 tokens, k3 7.6e-6 in fp32, 0.0 in bf16, logged 0.0; docs/cpu_loop.md).
+    """
+    from verl.trainer.ppo.core_algos import kl_penalty
+
     for step in (1, 2):
         assert "actor/kl_loss" in steps[step] and steps[step]["actor/kl_coef"] > 0, sorted(steps[step])
     before, after = load_dump(smoke_dir, 1), load_dump(smoke_dir, 2)
@@ -162,7 +169,14 @@ def check_kl(steps: dict[int, dict], smoke_dir: Path) -> None:
         gap[step] = (dump["old_log_probs"] - dump["ref_log_prob"])[mask].abs().max().item()
     assert gap[1] < 1e-6, gap  # the same weights, both log-prob passes in bf16
     assert gap[2] > gap[1], gap  # the actor moved away from the reference
-    assert steps[2]["actor/kl_loss"] > 0, steps[2]
+    for step, dump in ((1, before), (2, after)):
+        mask = dump["response_mask"].bool()
+        # the recipes' kl_loss_type (verl's default), token-mean over the batch (the update's first and only
+        # mini-batch runs with the weights that computed old_log_probs); measured within 0.2 % of the logged value
+        kl = kl_penalty(dump["old_log_probs"], dump["ref_log_prob"], "low_var_kl")[mask].float().mean().item()
+        # atol: one token whose bf16 k3 rounds the other way in the update's forward (k3 moves by 2^-7)
+        quantum = 2**-7 / mask.sum().item()
+        assert steps[step]["actor/kl_loss"] == pytest.approx(kl, rel=0.01, abs=quantum), (step, kl, steps[step])
 
 
 def check_vision_language_path(smoke_dir: Path, steps: dict[int, dict]) -> None:
