@@ -63,16 +63,17 @@ class RemoteRetriever:
         return self._fingerprint
 
     def _ask_fingerprint(self) -> str:
+        by_url = hashlib.sha256(f"remote:{self.url}".encode()).hexdigest()
         base, slash, last = self.url.rstrip("/").rpartition("/")
         if not slash or last != "retrieve":  # a custom route: no sibling to ask
-            return hashlib.sha256(f"remote:{self.url}".encode()).hexdigest()
+            return by_url
         url = f"{base}/fingerprint"
         try:
             with urllib.request.urlopen(url, timeout=self.timeout_s) as response:
                 raw = response.read()
         except urllib.error.HTTPError as err:
             if err.code in (404, 405, 501):  # a server without the route (Search-R1's): its identity is its URL
-                return hashlib.sha256(f"remote:{self.url}".encode()).hexdigest()
+                return by_url
             raise RetrieverError(f"retriever at {url} answered HTTP {err.code}: {err.reason}") from err
         except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as err:
             reason = f"{type(err).__name__}: {getattr(err, 'reason', err)}"

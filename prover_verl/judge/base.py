@@ -190,6 +190,17 @@ def segment_side_of(value: SegmentSide | str) -> SegmentSide:
         raise ValueError(f"segment_side must be one of {[s.value for s in SegmentSide]}, got {value!r}") from None
 
 
+def side_trajectory(success: Trajectory, failure: Trajectory, side: SegmentSide) -> Trajectory:
+    """The trajectory of the pair on ``side`` (a drawn side: success or failure, never ``any``).
+
+    Raises:
+        ValueError: ``side`` is neither the success nor the failure.
+    """
+    if side not in (SegmentSide.SUCCESS, SegmentSide.FAILURE):
+        raise ValueError(f"side must be 'success' or 'failure', got {side!r}")
+    return success if side == SegmentSide.SUCCESS else failure
+
+
 def draw_side(side: SegmentSide, rng: random.Random) -> SegmentSide:
     """``side`` itself, or for :attr:`SegmentSide.ANY` the success or the failure, drawn with ``rng``."""
     return side if side is not SegmentSide.ANY else rng.choice([SegmentSide.SUCCESS, SegmentSide.FAILURE])

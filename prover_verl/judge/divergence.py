@@ -10,7 +10,7 @@ only what any judge is shown (the observation and action texts), no env internal
 
 from __future__ import annotations
 
-from prover_verl.judge.base import PairJudge, Proposal, SegmentSide, Trajectory
+from prover_verl.judge.base import PairJudge, Proposal, SegmentSide, Trajectory, side_trajectory
 from prover_verl.judge.registry import register_judge
 
 
@@ -28,9 +28,7 @@ def lasting_divergence(
     Returns:
         The one-turn proposal, or None where that turn does not exist in the chosen trajectory.
     """
-    if side not in (SegmentSide.SUCCESS, SegmentSide.FAILURE):
-        raise ValueError(f"side must be 'success' or 'failure', got {side!r}")
-    target = success if side == SegmentSide.SUCCESS else failure
+    target = side_trajectory(success, failure, side)
     shared = min(success.num_turns, failure.num_turns)
     start = shared
     while start > 0 and success.observations[start - 1].strip() != failure.observations[start - 1].strip():

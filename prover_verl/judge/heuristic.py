@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prover_verl.judge.base import PairJudge, Proposal, SegmentSide, Trajectory
+from prover_verl.judge.base import PairJudge, Proposal, SegmentSide, Trajectory, side_trajectory
 from prover_verl.judge.registry import register_judge
 
 
@@ -22,9 +22,7 @@ def first_divergence(
     Returns None if one action sequence is a prefix of the other within the shorter length and the divergence
     turn does not exist in the chosen trajectory.
     """
-    if side not in (SegmentSide.SUCCESS, SegmentSide.FAILURE):
-        raise ValueError(f"side must be 'success' or 'failure', got {side!r}")
-    target = success if side == SegmentSide.SUCCESS else failure
+    target = side_trajectory(success, failure, side)
     differ = differing_turns(success, failure)
     if not differ or differ[0] >= target.num_turns:
         return None
