@@ -172,21 +172,18 @@ def prepare_judge_model(args: argparse.Namespace) -> Path:
     out = args.work / "judge_model"
     settings = {"env": args.env, "env_kwargs": args.env_kwargs, "steps": args.judge_steps}
     stamp = out / "judge.json"
-    if stamp.exists() and json.loads(stamp.read_text())["settings"] == settings:
-        if not (args.out / "judge_model.json").exists():
-            args.out.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(out / "held_out.json", args.out / "judge_model.json")
-        return out
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
-    print(f"[learning] training the judge model ({args.judge_steps} steps)", flush=True)
-    _run(
-        [sys.executable, "-m", "prover_verl.judge_model.train", "--out", str(out), "--env", args.env]
-        + ["--env-kwargs", args.env_kwargs, "--steps", str(args.judge_steps), "--results", str(out / "held_out.json")],
-        args.work / "judge_model.log",
-    )
-    held_out = json.loads((out / "held_out.json").read_text())["held_out"]["overall"]
-    stamp.write_text(json.dumps({"settings": settings, "held_out": held_out}))
+    if not stamp.exists() or json.loads(stamp.read_text())["settings"] != settings:
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir(parents=True)
+        print(f"[learning] training the judge model ({args.judge_steps} steps)", flush=True)
+        _run(
+            [sys.executable, "-m", "prover_verl.judge_model.train", "--out", str(out), "--env", args.env]
+            + ["--env-kwargs", args.env_kwargs, "--steps", str(args.judge_steps)]
+            + ["--results", str(out / "held_out.json")],
+            args.work / "judge_model.log",
+        )
+        held_out = json.loads((out / "held_out.json").read_text())["held_out"]["overall"]
+        stamp.write_text(json.dumps({"settings": settings, "held_out": held_out}))
     args.out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(out / "held_out.json", args.out / "judge_model.json")
     return out

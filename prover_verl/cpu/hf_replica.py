@@ -113,9 +113,14 @@ class _StopOnStrings(StoppingCriteria):
 
     def __init__(self, tokenizer: Any, stops: list[str], prompt_len: int) -> None:
         self.tokenizer, self.stops, self.prompt_len = tokenizer, stops, prompt_len
+        # generation ends at the first completed stop string, so a new one ends in the newest token: the last
+        # (longest stop's bytes + 1) tokens hold it (a token is at least one byte), and the whole reply need not be
+        # decoded again at every token
+        self.window = max(len(stop.encode("utf-8")) for stop in stops) + 1
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs: Any) -> torch.BoolTensor:
-        texts = self.tokenizer.batch_decode(input_ids[:, self.prompt_len :])
+        start = max(self.prompt_len, input_ids.shape[1] - self.window)
+        texts = self.tokenizer.batch_decode(input_ids[:, start:])
         return torch.tensor([any(stop in text for stop in self.stops) for text in texts], dtype=torch.bool)
 
 

@@ -205,3 +205,33 @@ def test_report_only_reports_the_runs_there_and_names_the_missing(tmp_path, monk
     assert "10 of 12 planned runs missing" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="no run of the plan"):
         learning.main(["--quick", "--report-only", "--out", str(tmp_path / "empty"), "--work", str(tmp_path / "w")])
+
+
+def test_judge_model_is_trained_once_and_its_held_out_table_kept_beside_the_runs(tmp_path, monkeypatch):
+    """The judge is retrained only when its settings change; every call (re)writes ``--out/judge_model.json`` from
+    the judge that the runs use, so a table deleted or left by another judge is replaced."""
+    trained = []
+
+    def fake_run(command, log):
+        results = command[command.index("--results") + 1]
+        trained.append(command[command.index("--env-kwargs") + 1])
+        held_out = {"held_out": {"overall": {"hit": len(trained)}}}
+        with open(results, "w") as f:
+            json.dump(held_out, f)
+
+    monkeypatch.setattr(learning, "_run", fake_run)
+    args = learning.parse_args(["--work", str(tmp_path / "work"), "--out", str(tmp_path / "out")])
+    table = tmp_path / "out" / "judge_model.json"
+    for _ in range(2):
+        assert learning.prepare_judge_model(args) == tmp_path / "work" / "judge_model"
+    assert len(trained) == 1 and json.loads(table.read_text())["held_out"]["overall"] == {"hit": 1}
+    table.unlink()
+    learning.prepare_judge_model(args)
+    assert len(trained) == 1 and table.exists()
+    table.write_text("{}")  # another judge's table
+    learning.prepare_judge_model(args)
+    assert len(trained) == 1 and json.loads(table.read_text())["held_out"]["overall"] == {"hit": 1}
+    args.env_kwargs = '{"doors": 1}'
+    learning.prepare_judge_model(args)
+    assert trained == [learning.HARD_KEYDOOR, '{"doors": 1}']
+    assert json.loads(table.read_text())["held_out"]["overall"] == {"hit": 2}

@@ -1,6 +1,7 @@
 """The transformers rollout server: verl's token-in/token-out contract, log-probs and weight updates."""
 
 import asyncio
+import random
 from types import SimpleNamespace
 
 import pytest
@@ -8,7 +9,7 @@ import torch
 from verl.utils import hf_tokenizer
 
 from prover_verl import tiny_model
-from prover_verl.cpu.hf_replica import HFServer, banned_token_mask, sample_kwargs
+from prover_verl.cpu.hf_replica import HFServer, _StopOnStrings, banned_token_mask, sample_kwargs
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +68,29 @@ async def test_stop_strings_end_generation_at_the_token_that_completes_one_as_vl
     first = next(i for i, text in enumerate(texts) if stop in text)
     out = await server.generate([1, 2, 3], {**greedy, "stop": [stop], "include_stop_str_in_output": True}, "stop")
     assert out.token_ids == full[: first + 1] and len(out.token_ids) < len(full)
+
+
+def test_stop_check_decodes_only_the_tail_yet_stops_where_the_whole_reply_first_holds_a_stop(model_dir):
+    """The check decodes the last (longest stop's bytes + 1) tokens, not the whole reply at every token: on random
+    replies with planted stops (ASCII, multi-byte, spanning tokens) it ends at the same token as decoding it all."""
+    tok = hf_tokenizer(str(model_dir))
+    stops = ["</search>", "</answer>", "é!", "\n\n"]
+    rng = random.Random(0)
+    prompt_len, ends = 3, set()
+    for trial in range(200):
+        ids = [rng.randrange(len(tok)) for _ in range(40)]
+        if trial % 2:
+            ids[20:20] = tok.encode(rng.choice(stops) + "x", add_special_tokens=False)
+        chosen = rng.sample(stops, 2)
+        check = _StopOnStrings(tok, chosen, prompt_len)
+        whole = next(
+            (n for n in range(prompt_len + 1, len(ids) + 1) if any(s in tok.decode(ids[prompt_len:n]) for s in chosen)),
+            None,
+        )
+        tail = next((n for n in range(prompt_len + 1, len(ids) + 1) if check(torch.tensor([ids[:n]]), None)[0]), None)
+        assert tail == whole, (ids, chosen)
+        ends.add(whole is not None and whole - prompt_len > check.window)
+    assert ends == {True, False}  # stops found beyond the window, and replies without one
 
 
 async def test_update_weights_loads_the_actors_tensors_and_rejects_a_mismatch(model_dir):
