@@ -419,8 +419,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def _commit() -> str:
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "prover_verl", "envs", "recipes", "benchmarks"],
-                               cwd=ROOT, capture_output=True, text=True, check=True)  # fmt: skip
+        # the code that ran; the results being written (runs, the report) are not code and do not make it dirty
+        code = ["prover_verl", "envs", "recipes", "benchmarks", ":(exclude)benchmarks/results"]
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", *code], cwd=ROOT, capture_output=True,
+                               text=True, check=True)  # fmt: skip
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
