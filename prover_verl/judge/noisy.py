@@ -20,6 +20,7 @@ from prover_verl.judge.base import (
     draw_side,
     pick_pair,
     segment_side_of,
+    side_trajectory,
 )
 from prover_verl.judge.registry import register_judge
 
@@ -58,7 +59,7 @@ class NoisyPivotJudge(Judge):
         if pair is None:
             return None, JudgeStatus.NO_PAIR
         side = draw_side(self.segment_side, self.rng)
-        target = pair[0] if side is SegmentSide.SUCCESS else pair[1]
+        target = side_trajectory(*pair, side)
         pivot = target.pivot_turn if self.pivots is None else self.pivots.get(target.task)
         if pivot is None:
             raise KeyError(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prover_verl.judge.base import PairJudge, Proposal, SegmentSide, Trajectory
+from prover_verl.judge.base import PairJudge, Proposal, SegmentSide, Trajectory, side_trajectory
 
 
 class RandomSegmentJudge(PairJudge):
@@ -11,7 +11,7 @@ class RandomSegmentJudge(PairJudge):
     it measures what the judge's choice of *where* adds over chance."""
 
     def choose(self, success: Trajectory, failure: Trajectory, side: SegmentSide) -> Proposal | None:
-        target = success if side is SegmentSide.SUCCESS else failure
+        target = side_trajectory(success, failure, side)
         if target.num_turns == 0:
             return None
         start = self.rng.randrange(target.num_turns)
