@@ -22,7 +22,7 @@ model trained on the env's pairs, ``prover_verl.judge_model``, served by ``recip
 through ``judge.type=openai``), judges a user can run.
 
     python benchmarks/learning.py                  # the full benchmark (docs/method.md states its time)
-    python benchmarks/learning.py --quick          # the headline: GRPO, control, oracle 1.0, divergence; 3 seeds
+    python benchmarks/learning.py --quick          # the headline at lower fidelity, <= 1 h (see --quick)
     python benchmarks/learning.py --env searchqa --methods grpo,prover_heuristic --group 4 --train-tasks 32 \
         --val-tasks 32 --val-split train --imitate-episodes 32 --imitate-replay 0.5 --lr 1e-4 --val-samples 2 \
         --test-freq 3 --bases 1 --seeds 1,2,3 --out benchmarks/results/learning/searchqa
@@ -34,7 +34,13 @@ its paired t-test against GRPO and against the control, and the judges' break-ev
 for the documented runs, small files only) receives ``runs/<method>_seed<s>.json`` as each run ends, then
 ``results.json`` (command, commit, settings, per-seed values, analysis), ``results.md`` and a PNG; a run whose
 JSON is there is read back, not run again, so the benchmark resumes and can be run in parts (``--methods``,
-``--seeds``). Models, data and logs go to ``--work``.
+``--seeds``); a run made with other settings is an error naming them, never mixed in. Models, data and logs go to
+``--work``. ``--jobs 2`` trains two runs at once (one run keeps about 1.5 of 2 cores busy).
+
+``--quick`` runs the headline (GRPO, the control, the oracle at 1.0 and the divergence judge; seeds 1,2,3 unless
+``--seeds`` says otherwise) at lower fidelity, to ``benchmarks/results/learning/keydoor_hard_quick``: it validates
+before training and after the last update only, on 2 episodes a held-out task (128 episodes: sd <= 0.044), every
+method but GRPO stops at the last update GRPO's budget can hold (``--trim-to-budget``), and two runs train at once.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -189,12 +196,37 @@ def prepare_judge_model(args: argparse.Namespace) -> Path:
     return out
 
 
+def run_steps(method: str, args: argparse.Namespace) -> int:
+    """Updates ``method`` trains: ``--steps``, or with ``--trim-to-budget`` (every method but GRPO) the updates that
+    fit GRPO's budget at the control's size, ``steps x group / control_group`` (the control is sized to what ProVer's
+    verifier spends), since a run is read at its last validation within the budget and later updates are not read."""
+    if not args.trim_to_budget or method == "grpo":
+        return args.steps
+    return max(1, args.steps * args.group // args.control_group)
+
+
+def run_settings(method: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Everything that shapes one run of ``method`` besides its seed (a run made with other settings is not read
+    back as this one)."""
+    keys = ("env", "env_kwargs", "test_freq", "batch", "mini_batches", "loss_agg_mode", "lr", "k", "ranks")
+    keys += ("val_samples", "bases")
+    spec = METHODS[method]
+    return {
+        **{k: getattr(args, k) for k in keys},
+        "steps": run_steps(method, args),
+        "group": args.control_group if spec.control else args.group,
+        "judge_steps": args.judge_steps if spec.served else None,
+        "base": base_settings(args, 0) | {"imitate_seed": args.imitate_seed},
+    }
+
+
 def overrides(method: str, args: argparse.Namespace) -> list[str]:
     """The hydra overrides of one run beyond the smoke recipe's own."""
+    steps = run_steps(method, args)
     extra = [
         "trainer.val_before_train=true",
-        f"trainer.test_freq={args.test_freq}",
-        f"trainer.save_freq={args.steps}",  # the final weights, for recipes/eval/run_eval.sh
+        f"trainer.test_freq={min(args.test_freq, steps)}",
+        f"trainer.save_freq={steps}",  # the final weights, for recipes/eval/run_eval.sh
         "actor_rollout_ref.rollout.full_determinism=true",
         f"actor_rollout_ref.actor.ppo_mini_batch_size={args.batch // args.mini_batches}",
         f"actor_rollout_ref.actor.loss_agg_mode={args.loss_agg_mode}",
@@ -214,9 +246,19 @@ def overrides(method: str, args: argparse.Namespace) -> list[str]:
 def run_one(method: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
     """Train one method with one seed through its recipe; return its curve (kept in ``--out``/runs)."""
     done = args.out / "runs" / f"{method}_seed{seed}.json"
+    settings = run_settings(method, args)
     if done.exists():
-        return json.loads(done.read_text())
+        run = json.loads(done.read_text())
+        if run.get("settings") != settings:
+            old = run.get("settings") or {}
+            keys = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
+            raise SystemExit(
+                f"{done} was trained with other settings ({', '.join(keys)}: {[old.get(k) for k in keys]} there, "
+                f"{[settings.get(k) for k in keys]} now): use another --out, or delete it to train it again"
+            )
+        return run
     spec = METHODS[method]
+    steps = settings["steps"]
     base_index = (seed - 1) % args.bases
     base = prepare_base(args, base_index)
     run_dir = args.work / "runs" / f"{method}_seed{seed}"
@@ -234,7 +276,7 @@ def run_one(method: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
         smoke.run_smoke(
             ROOT / "recipes" / args.env / f"run_{spec.estimator}_qwen3.5_2b.sh",  # --cpu-smoke puts the tiny model in
             run_dir,
-            args.steps,
+            steps,
             assets=base,
             overrides=[*overrides(method, args), *judge],
             ENV_KWARGS=args.env_kwargs,
@@ -249,9 +291,10 @@ def run_one(method: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
             AGENT_WORKERS=str(args.ranks),
             ENV_WORKERS=str(args.ranks),
         )
-    run = curve_of(method, seed, smoke.logged_steps(run_dir, args.steps), args.env)
+    run = curve_of(method, seed, smoke.logged_steps(run_dir, steps), args.env)
     stamp = json.loads((base / "base.json").read_text())
     run |= {"base": {"index": base_index, **stamp}, "group": group, "wall_s": time.perf_counter() - start}
+    run["settings"] = settings
     done.parent.mkdir(parents=True, exist_ok=True)
     done.write_text(json.dumps(run, indent=1) + "\n")
     return run
@@ -326,14 +369,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--methods", default=None, help=f"comma-separated of {', '.join(METHODS)}, or all (default: all but gigpo)"
     )
-    parser.add_argument("--seeds", default="1,2,3,4,5", help="seeds of the headline methods " + ", ".join(HEADLINE))
+    parser.add_argument(
+        "--seeds", default=None, help=f"seeds of the headline methods {', '.join(HEADLINE)} (1,2,3,4,5; quick 1,2,3)"
+    )
     parser.add_argument("--dial-seeds", default="1,2,3", help="seeds of every other method")
     parser.add_argument(
-        "--quick", action="store_true", help="the headline methods only, seeds 1,2,3 (12 runs, ~2.6 h on 2 cores)"
+        "--quick",
+        action="store_true",
+        help="the headline methods at lower fidelity (--val-samples 2, --test-freq = --steps, --trim-to-budget, "
+        "--jobs 2, --out .../keydoor_hard_quick; each can still be set): 12 runs, docs/method.md states its time",
+    )
+    parser.add_argument("--jobs", type=int, default=None, help="runs trained at once (1; quick 2)")
+    parser.add_argument(
+        "--trim-to-budget",
+        action="store_true",
+        default=None,
+        help="every method but GRPO trains only the updates GRPO's budget can hold (see run_steps; on in --quick)",
     )
     parser.add_argument("--bases", type=int, default=2, help="imitated bases; seed s starts from base (s-1) %% bases")
     parser.add_argument("--steps", type=int, default=6, help="training steps a run")
-    parser.add_argument("--test-freq", type=int, default=1, help="validate every N steps (and before training)")
+    parser.add_argument(
+        "--test-freq", type=int, default=None, help="validate every N steps, before training and after the last (1)"
+    )
     parser.add_argument("--batch", type=int, default=8, help="tasks a step")
     parser.add_argument("--group", type=int, default=8, help="episodes a task")
     parser.add_argument(
@@ -363,8 +420,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--val-samples",
         type=int,
-        default=4,
-        help="episodes a held-out task at each validation: 1 greedy, n > 1 sampled at temperature 1",
+        default=None,
+        help="episodes a held-out task at each validation: 1 greedy, n > 1 sampled at temperature 1 (4; quick 2)",
     )
     parser.add_argument(
         "--val-split",
@@ -373,9 +430,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "policy improves on the tasks it trains on, where a tiny model cannot generalise (Search-QA)",
     )
     parser.add_argument("--target", type=float, default=0.7, help="success rate for 'env steps to target'")
-    parser.add_argument(
-        "--out", type=Path, default=ROOT / "benchmarks" / "results" / "learning" / "keydoor_hard", help="results"
-    )
+    parser.add_argument("--out", type=Path, default=None, help="results (benchmarks/results/learning/<name>)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/prover_learning"), help="models, data, run logs")
     parser.add_argument(
         "--report-only",
@@ -383,6 +438,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="train nothing: report the planned runs whose JSON is in --out, and list the missing ones",
     )
     args = parser.parse_args(argv)
+    quick = {"val_samples": 2, "test_freq": args.steps, "trim_to_budget": True, "jobs": 2, "seeds": "1,2,3"}
+    full = {"val_samples": 4, "test_freq": 1, "trim_to_budget": False, "jobs": 1, "seeds": "1,2,3,4,5"}
+    for key, value in (quick if args.quick else full).items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    if args.out is None:
+        name = "keydoor_hard_quick" if args.quick else "keydoor_hard"
+        args.out = ROOT / "benchmarks" / "results" / "learning" / name
     if args.env_kwargs is None:
         args.env_kwargs = HARD_KEYDOOR if args.env == "keydoor" else "{}"
     if args.methods is None:  # an env other than KeyDoor has no known pivot: no oracle judge there
@@ -396,8 +459,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--methods: unknown {unknown}; choose from {list(METHODS)} or all")
     if args.env != "keydoor" and any(METHODS[m].oracle for m in methods):
         parser.error(f"--methods: the oracle judges need KeyDoor's known pivot, not --env {args.env}")
-    if args.val_samples < 1:
-        parser.error(f"--val-samples {args.val_samples} must be at least 1")
+    for flag in ("val_samples", "test_freq", "jobs", "steps"):
+        if getattr(args, flag) < 1:
+            parser.error(f"--{flag.replace('_', '-')} {getattr(args, flag)} must be at least 1")
     if args.batch % args.mini_batches:
         parser.error(f"--batch {args.batch} must be a multiple of --mini-batches {args.mini_batches}")
     if args.bases < 1:
@@ -406,8 +470,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         seeds, dial = _csv_ints(args.seeds), _csv_ints(args.dial_seeds)
     except ValueError:
         parser.error(f"--seeds {args.seeds!r} / --dial-seeds {args.dial_seeds!r}: comma-separated integers")
-    if args.quick:
-        seeds = dial = [1, 2, 3]
     if not seeds or not dial or min(seeds + dial) < 1:
         parser.error("--seeds and --dial-seeds: positive integers")
     args.methods = methods
@@ -431,24 +493,39 @@ def _commit() -> str:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     start = time.perf_counter()
+    planned = [(m, seed) for m, seeds in args.plan.items() for seed in seeds]
+    there = [(m, seed) for m, seed in planned if (args.out / "runs" / f"{m}_seed{seed}.json").exists()]
+    missing = [f"{m}_seed{seed}" for m, seed in planned if (m, seed) not in there] if args.report_only else []
+    trained = [] if args.report_only else [item for item in planned if item not in there]
+    # read back first: a run made with other settings stops the benchmark before it trains anything
+    done = {item: run_one(*item, args) for item in there}
+
+    def train(number: int, method: str, seed: int) -> dict[str, Any]:
+        print(f"[learning] run {number}/{len(trained)}: {method} seed {seed} ({time.perf_counter() - start:.0f} s)")
+        sys.stdout.flush()
+        run = run_one(method, seed, args)
+        print(f"[learning] done: {method} seed {seed} ({time.perf_counter() - start:.0f} s)", flush=True)
+        return run
+
+    with ThreadPoolExecutor(args.jobs) as pool:
+        # what runs share is made first, so that runs trained at once never build it twice
+        list(pool.map(lambda i: prepare_base(args, i), sorted({(seed - 1) % args.bases for _, seed in trained})))
+        if any(METHODS[m].served for m, _ in trained):
+            prepare_judge_model(args)
+        futures = {item: pool.submit(train, n, *item) for n, item in enumerate(trained, 1)}
+    for item, future in futures.items():  # every run has ended (and is saved) before the first failure is raised
+        done[item] = future.result()
     results: dict[str, list[dict[str, Any]]] = {}
-    total = sum(len(s) for s in args.plan.values())
-    missing = []
-    for method, seeds in args.plan.items():
-        for seed in seeds:
-            if args.report_only and not (args.out / "runs" / f"{method}_seed{seed}.json").exists():
-                missing.append(f"{method}_seed{seed}")
-                continue
-            done = sum(len(r) for r in results.values())
-            print(f"[learning] run {done + 1}/{total}: {method} seed {seed} ({time.perf_counter() - start:.0f} s)")
-            sys.stdout.flush()
-            results.setdefault(method, []).append(run_one(method, seed, args))
+    for item in planned:
+        if item in done:
+            results.setdefault(item[0], []).append(done[item])
     if missing:
-        print(f"[learning] --report-only: {len(missing)} of {total} planned runs missing: {', '.join(missing)}")
+        print(f"[learning] --report-only: {len(missing)} of {len(planned)} planned runs missing: {', '.join(missing)}")
     if not results:
         raise SystemExit(f"no run of the plan is in {args.out / 'runs'}")
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in ("out", "work")}
     settings["missing_runs"] = missing
+    settings["trained"] = {"runs": len(trained), "elapsed_s": round(time.perf_counter() - start, 1)}
     command = "python benchmarks/learning.py " + " ".join(sys.argv[1:] if argv is None else argv)
     report = learning_report.write(results, args.out, settings, command.strip(), _commit(), args.target)
     print(report["table"])

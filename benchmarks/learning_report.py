@@ -204,6 +204,12 @@ def _table(report: Mapping[str, Any]) -> str:
             f"\nWall time a run (2 CPU cores, shared with other work while these ran): "
             f"{min(walls):.0f}–{max(walls):.0f} min, {sum(walls):.0f} min in all ({len(walls)} runs)."
         )
+    trained = report["settings"].get("trained") or {}
+    if trained.get("runs"):
+        lines.append(
+            f"\nThis command trained {trained['runs']} runs, {report['settings'].get('jobs', 1)} at a time, in "
+            f"{trained['elapsed_s'] / 60:.0f} min elapsed (bases and judge made on the way included)."
+        )
     missing = report["settings"].get("missing_runs")
     if missing:
         lines.append(f"\n**Partial**: {len(missing)} planned runs are not in the results yet ({', '.join(missing)}).")

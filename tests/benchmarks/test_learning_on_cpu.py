@@ -123,6 +123,97 @@ def test_control_group_and_oracle_accuracy_reach_the_run(tmp_path, monkeypatch):
     assert calls == []
 
 
+def test_quick_is_the_headline_at_lower_fidelity_in_its_own_folder_and_each_choice_can_be_set():
+    quick = learning.parse_args(["--quick"])
+    assert quick.out.name == "keydoor_hard_quick" and learning.parse_args([]).out.name == "keydoor_hard"
+    assert (quick.val_samples, quick.test_freq, quick.trim_to_budget, quick.jobs) == (2, 6, True, 2)
+    # the control is sized to ProVer's spend: 6 x 8 / 11 -> 4 updates fit GRPO's budget of 6 x 8 episodes
+    assert {m: learning.run_steps(m, quick) for m in quick.methods} == {
+        "grpo": 6,
+        "grpo_control": 4,
+        "prover_oracle1.0": 4,
+        "prover_divergence": 4,
+    }
+    assert "trainer.test_freq=4" in learning.overrides("prover_divergence", quick)
+    assert "trainer.save_freq=4" in learning.overrides("grpo_control", quick)
+    assert "actor_rollout_ref.rollout.val_kwargs.n=2" in learning.overrides("grpo", quick)
+    full = learning.parse_args([])
+    assert {learning.run_steps(m, full) for m in full.methods} == {6} and full.jobs == 1
+    other = learning.parse_args(["--quick", "--seeds", "6,7,8", "--val-samples", "4", "--jobs", "1"])
+    assert other.plan == dict.fromkeys(learning.HEADLINE, [6, 7, 8]) and (other.val_samples, other.jobs) == (4, 1)
+
+
+def _fake_runs(monkeypatch, tmp_path, seconds=0.0, fail=None):
+    """run_smoke and the curve stubbed: each run sleeps ``seconds`` and records how many ran at once."""
+    import threading
+    import time
+
+    state = {"running": 0, "most": 0, "smokes": [], "bases": []}
+    lock = threading.Lock()
+
+    def run_smoke(recipe, run_dir, steps, **kw):
+        with lock:
+            state["running"] += 1
+            state["most"] = max(state["most"], state["running"])
+            state["smokes"].append((run_dir.name, steps))
+        time.sleep(seconds)
+        with lock:
+            state["running"] -= 1
+        if run_dir.name == fail:
+            raise RuntimeError(f"{fail} failed")
+
+    def prepare_base(args, index=0):
+        base = tmp_path / f"base{index}"
+        if not base.exists():  # made once, as the real one is while its settings hold
+            state["bases"].append(index)
+            base.mkdir()
+            (base / "base.json").write_text('{"settings": {}, "imitation": {}}')
+        return base
+
+    monkeypatch.setattr(learning, "prepare_base", prepare_base)
+    monkeypatch.setattr(learning.smoke, "run_smoke", run_smoke)
+    monkeypatch.setattr(learning.smoke, "logged_steps", lambda run_dir, steps: {})
+    curve = [{"update": 0, "env_steps": 0.0, "success": 0.1}, {"update": 1, "env_steps": 640.0, "success": 0.3}]
+    monkeypatch.setattr(learning, "curve_of", lambda m, seed, *a: {"method": m, "seed": seed, "curve": curve,
+                                                                   "env_steps": 640.0, "credit": {}})  # fmt: skip
+    monkeypatch.setattr(learning.learning_report, "write", lambda results, *a: {"runs": results, "table": ""})
+    return state
+
+
+def test_jobs_train_runs_at_once_and_keep_the_plans_order(tmp_path, monkeypatch):
+    state = _fake_runs(monkeypatch, tmp_path, seconds=0.2)
+    out, work = str(tmp_path / "out"), str(tmp_path / "work")
+    report = learning.main(["--quick", "--seeds", "1,2", "--out", out, "--work", work])
+    assert state["most"] == 2 and len(state["smokes"]) == 8 and sorted(state["bases"]) == [0, 1]
+    assert list(report["runs"]) == learning.HEADLINE
+    assert [[r["seed"] for r in rs] for rs in report["runs"].values()] == [[1, 2]] * 4
+    assert dict(state["smokes"])["grpo_seed1"] == 6 and dict(state["smokes"])["grpo_control_seed2"] == 4
+    state["smokes"].clear()
+    learning.main(["--quick", "--seeds", "1,2", "--out", out, "--work", work])  # all read back
+    assert state["smokes"] == []
+
+
+def test_a_failed_run_is_raised_after_the_others_end_and_are_saved(tmp_path, monkeypatch):
+    _fake_runs(monkeypatch, tmp_path, seconds=0.1, fail="grpo_control_seed1")
+    out = tmp_path / "out"
+    with pytest.raises(RuntimeError, match="grpo_control_seed1 failed"):
+        learning.main(["--quick", "--seeds", "1", "--out", str(out), "--work", str(tmp_path / "work")])
+    saved = sorted(f.name for f in (out / "runs").iterdir())
+    assert saved == ["grpo_seed1.json", "prover_divergence_seed1.json", "prover_oracle1.0_seed1.json"]
+
+
+def test_a_run_made_with_other_settings_stops_the_benchmark_before_it_trains(tmp_path, monkeypatch):
+    """Quick's runs (2 validation episodes a task, 4 updates) are not the full benchmark's: never read back as them."""
+    state = _fake_runs(monkeypatch, tmp_path)
+    out, work = str(tmp_path / "out"), str(tmp_path / "work")
+    learning.main(["--quick", "--seeds", "1", "--methods", "prover_divergence", "--out", out, "--work", work])
+    state["smokes"].clear()
+    with pytest.raises(SystemExit, match=r"prover_divergence_seed1.json was trained with other settings \(steps, "
+                       r"test_freq, val_samples: \[4, 6, 2\] there, \[6, 1, 4\] now\)"):  # fmt: skip
+        learning.main(["--methods", "grpo,prover_divergence", "--seeds", "1", "--out", out, "--work", work])
+    assert state["smokes"] == []
+
+
 def test_val_split_reaches_the_data_and_the_base_settings(tmp_path, monkeypatch):
     """``--val-split train`` validates on the train split's tasks (a tiny model cannot generalise on Search-QA): the
     data builder gets the split, and a base made for the held-out split is not reused for it."""
@@ -151,6 +242,8 @@ def test_val_split_reaches_the_data_and_the_base_settings(tmp_path, monkeypatch)
     "bad",
     [
         ["--val-samples", "0"],
+        ["--jobs", "0"],
+        ["--steps", "0"],
         ["--batch", "6"],
         ["--methods", "grpo,ppo"],
         ["--bases", "0"],
