@@ -93,6 +93,11 @@ def test_rendered_tables_name_the_oracle_and_survive_a_json_round_trip(tmp_path)
     assert "**Partial**: 1 planned runs are not in the results yet (grpo_seed3)." in learning_report.render(
         partial, "table"
     )
+    sparse = again | {"settings": {"test_freq": 6, "jobs": 2, "trained": {"runs": 12, "elapsed_s": 2900.0}}}
+    sparse_table = learning_report.render(sparse, "table")
+    assert "| prover_oracle1.0 (oracle) | 2 | 0.550 ± 0.050 | not read (sparse validation) |" in sparse_table
+    assert "not read" not in table
+    assert "This command trained 12 runs, 2 at a time, in 48 min elapsed" in sparse_table
     with pytest.raises(ValueError, match="unknown part"):
         learning_report.render(again, "nope")
 
