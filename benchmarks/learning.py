@@ -35,7 +35,8 @@ for the documented runs, small files only) receives ``runs/<method>_seed<s>.json
 ``results.json`` (command, commit, settings, per-seed values, analysis), ``results.md`` and a PNG; a run whose
 JSON is there is read back, not run again, so the benchmark resumes and can be run in parts (``--methods``,
 ``--seeds``); a run made with other settings is an error naming them, never mixed in. Models, data and logs go to
-``--work``. ``--jobs 2`` trains two runs at once (one run keeps about 1.5 of 2 cores busy).
+``--work`` (``/tmp/prover_learning``; quick's apart, ``/tmp/prover_learning_quick``). ``--jobs 2`` trains two runs
+at once (one run keeps about 1.5 of 2 cores busy).
 
 ``--quick`` runs the headline (GRPO, the control, the oracle at 1.0 and the divergence judge; seeds 1,2,3 unless
 ``--seeds`` says otherwise) at lower fidelity, to ``benchmarks/results/learning/keydoor_hard_quick``: it validates
@@ -431,7 +432,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--target", type=float, default=0.7, help="success rate for 'env steps to target'")
     parser.add_argument("--out", type=Path, default=None, help="results (benchmarks/results/learning/<name>)")
-    parser.add_argument("--work", type=Path, default=Path("/tmp/prover_learning"), help="models, data, run logs")
+    parser.add_argument(
+        "--work", type=Path, default=None, help="models, data, run logs (/tmp/prover_learning, quick: ..._quick)"
+    )
     parser.add_argument(
         "--report-only",
         action="store_true",
@@ -446,6 +449,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.out is None:
         name = "keydoor_hard_quick" if args.quick else "keydoor_hard"
         args.out = ROOT / "benchmarks" / "results" / "learning" / name
+    if args.work is None:  # apart, so that quick's runs never replace the full benchmark's checkpoints of a name
+        args.work = Path("/tmp/prover_learning_quick" if args.quick else "/tmp/prover_learning")
     if args.env_kwargs is None:
         args.env_kwargs = HARD_KEYDOOR if args.env == "keydoor" else "{}"
     if args.methods is None:  # an env other than KeyDoor has no known pivot: no oracle judge there
@@ -492,7 +497,7 @@ def _commit() -> str:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
-    start = time.perf_counter()
+    start, commit = time.perf_counter(), _commit()  # the code that runs, before anything can change it
     planned = [(m, seed) for m, seeds in args.plan.items() for seed in seeds]
     there = [(m, seed) for m, seed in planned if (args.out / "runs" / f"{m}_seed{seed}.json").exists()]
     missing = [f"{m}_seed{seed}" for m, seed in planned if (m, seed) not in there] if args.report_only else []
@@ -527,7 +532,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     settings["missing_runs"] = missing
     settings["trained"] = {"runs": len(trained), "elapsed_s": round(time.perf_counter() - start, 1)}
     command = "python benchmarks/learning.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    report = learning_report.write(results, args.out, settings, command.strip(), _commit(), args.target)
+    report = learning_report.write(results, args.out, settings, command.strip(), commit, args.target)
     print(report["table"])
     print(f"[learning] {time.perf_counter() - start:.0f} s; wrote {args.out}/results.json, results.md, .png")
     return report

@@ -126,6 +126,7 @@ def test_control_group_and_oracle_accuracy_reach_the_run(tmp_path, monkeypatch):
 def test_quick_is_the_headline_at_lower_fidelity_in_its_own_folder_and_each_choice_can_be_set():
     quick = learning.parse_args(["--quick"])
     assert quick.out.name == "keydoor_hard_quick" and learning.parse_args([]).out.name == "keydoor_hard"
+    assert quick.work.name == "prover_learning_quick" and learning.parse_args([]).work.name == "prover_learning"
     assert (quick.val_samples, quick.test_freq, quick.trim_to_budget, quick.jobs) == (2, 6, True, 2)
     # the control is sized to ProVer's spend: 6 x 8 / 11 -> 4 updates fit GRPO's budget of 6 x 8 episodes
     assert {m: learning.run_steps(m, quick) for m in quick.methods} == {
@@ -191,6 +192,17 @@ def test_jobs_train_runs_at_once_and_keep_the_plans_order(tmp_path, monkeypatch)
     state["smokes"].clear()
     learning.main(["--quick", "--seeds", "1,2", "--out", out, "--work", work])  # all read back
     assert state["smokes"] == []
+
+
+def test_results_name_the_commit_the_runs_started_from_not_the_one_at_their_end(tmp_path, monkeypatch):
+    _fake_runs(monkeypatch, tmp_path)
+    commits = iter(["started", "committed while training"])
+    monkeypatch.setattr(learning, "_commit", lambda: next(commits))
+    written = []
+    monkeypatch.setattr(learning.learning_report, "write", lambda *a: written.append(a) or {"table": ""})
+    learning.main(["--quick", "--seeds", "1", "--out", str(tmp_path / "out"), "--work", str(tmp_path / "work")])
+    (results, out, settings, command, commit, target) = written[0]
+    assert commit == "started" and settings["trained"]["runs"] == 4
 
 
 def test_a_failed_run_is_raised_after_the_others_end_and_are_saved(tmp_path, monkeypatch):
