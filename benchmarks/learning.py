@@ -5,7 +5,8 @@ Every run is the env's recipe with ``--cpu-smoke`` (``recipes/<env>/run_<method>
 trainer, the CPU replica, this project's agent loop, judge, verifier and estimators) with a tiny model, started
 from an imitated base: the tiny model with a tokenizer that knows the env's words, imitated on the expert's
 episodes of some train tasks (``prover_verl.imitate``) until it replays them with a set probability. ``--bases``
-such bases are imitated with different seeds and seed ``s`` starts from base ``(s - 1) % bases``, so the start's
+such bases start from the tiny model initialised with different seeds (the full-batch imitation draws nothing) and
+seed ``s`` starts from base ``(s - 1) % bases``, so the start's
 variance is in the error bars; paired differences pair runs of the same seed (same base, same validation draws).
 
 The default task is KeyDoor's hard variant (``{"doors": 2, "note_at_keys": true, "early_pivot": true}``): the
@@ -134,6 +135,8 @@ def base_settings(args: argparse.Namespace, index: int) -> dict[str, Any]:
         "imitate_episodes": args.imitate_episodes,
         "imitate_replay": args.imitate_replay,
         "imitate_seed": args.imitate_seed + index,
+        # the imitation is full-batch and draws nothing: bases differ only by the tiny model's initial weights
+        "init_seed": args.imitate_seed + index,
         "imitate_env_kwargs": args.imitate_env_kwargs,
         "val_split": args.val_split,
     }
@@ -152,7 +155,8 @@ def prepare_base(args: argparse.Namespace, index: int = 0) -> Path:
     log = base / "prepare.log"
     py = sys.executable
     print(f"[learning] imitating base {index} (seed {settings['imitate_seed']})", flush=True)
-    _run([py, "-m", "prover_verl.tiny_model", "--out", str(base / "model"), "--corpus-env", args.env], log)
+    model = [py, "-m", "prover_verl.tiny_model", "--out", str(base / "model"), "--corpus-env", args.env]
+    _run(model + ["--seed", str(settings["init_seed"])], log)
     _run(
         [py, "-m", "prover_verl.data", "--env", args.env, "--out", str(base / "data"), "--env-kwargs", args.env_kwargs]
         + ["--max-train", str(args.train_tasks), "--max-val", str(args.val_tasks)]
@@ -217,7 +221,7 @@ def run_settings(method: str, args: argparse.Namespace) -> dict[str, Any]:
         "steps": run_steps(method, args),
         "group": args.control_group if spec.control else args.group,
         "judge_steps": args.judge_steps if spec.served else None,
-        "base": base_settings(args, 0) | {"imitate_seed": args.imitate_seed},
+        "base": base_settings(args, 0),  # the family: base i is seeded --imitate-seed + i
     }
 
 
@@ -414,7 +418,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--val-tasks", type=int, default=64)
     parser.add_argument("--imitate-episodes", type=int, default=64)
     parser.add_argument("--imitate-replay", type=float, default=0.1)
-    parser.add_argument("--imitate-seed", type=int, default=0, help="base i is imitated with this seed + i")
+    parser.add_argument(
+        "--imitate-seed", type=int, default=0, help="base i starts from the tiny model initialised with this seed + i"
+    )
     parser.add_argument(
         "--imitate-env-kwargs", default="", help="env kwargs of the expert episodes imitated (default --env-kwargs)"
     )
@@ -513,8 +519,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return run
 
     with ThreadPoolExecutor(args.jobs) as pool:
-        # what runs share is made first, so that runs trained at once never build it twice
-        list(pool.map(lambda i: prepare_base(args, i), sorted({(seed - 1) % args.bases for _, seed in trained})))
+        # what runs share is made first, one at a time (an imitation keeps both cores busy: two at once took 434 s
+        # each, one alone 166 s), so that runs trained at once never build it twice
+        for index in sorted({(seed - 1) % args.bases for _, seed in trained}):
+            prepare_base(args, index)
         if any(METHODS[m].served for m, _ in trained):
             prepare_judge_model(args)
         futures = {item: pool.submit(train, n, *item) for n, item in enumerate(trained, 1)}

@@ -166,7 +166,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--env-kwargs", default="{}", help="JSON constructor arguments of the env")
     parser.add_argument("--target-replay", type=float, default=0.5, help="stop at this expert replay probability")
     parser.add_argument("--max-steps", type=int, default=600)
-    parser.add_argument("--seed", type=int, default=0, help="torch seed of the imitation (same seed: same weights)")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="torch seed (full-batch imitation draws nothing: the start decides the weights)",
+    )
     parser.add_argument("--max-episodes", type=int, help="imitate the first N train tasks only (default: all)")
     args = parser.parse_args(argv)
     start = time.perf_counter()

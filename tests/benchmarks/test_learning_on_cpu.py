@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from pathlib import Path
 
 import pytest
 
@@ -224,6 +225,24 @@ def test_a_run_made_with_other_settings_stops_the_benchmark_before_it_trains(tmp
                        r"test_freq, val_samples: \[4, 6, 2\] there, \[6, 1, 4\] now\)"):  # fmt: skip
         learning.main(["--methods", "grpo,prover_divergence", "--seeds", "1", "--out", out, "--work", work])
     assert state["smokes"] == []
+
+
+def test_bases_start_from_differently_initialised_tiny_models(tmp_path, monkeypatch):
+    """The imitation is full-batch and deterministic: two bases imitated from one initial model are the same weights
+    (as the first 21 runs' two bases were), so a base's seed must reach the tiny model's initialisation."""
+    seeds = []
+
+    def run(cmd, log):
+        if "prover_verl.tiny_model" in cmd:
+            seeds.append(cmd[cmd.index("--seed") + 1])
+            Path(cmd[cmd.index("--out") + 1]).mkdir(parents=True)
+        return '{"replay": 0.1}\n'
+
+    monkeypatch.setattr(learning, "_run", run)
+    args = learning.parse_args(["--work", str(tmp_path), "--imitate-seed", "5"])
+    learning.prepare_base(args, 0), learning.prepare_base(args, 1)
+    assert seeds == ["5", "6"]
+    assert learning.base_settings(args, 1)["init_seed"] == 6
 
 
 def test_val_split_reaches_the_data_and_the_base_settings(tmp_path, monkeypatch):
