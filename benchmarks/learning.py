@@ -518,13 +518,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"[learning] done: {method} seed {seed} ({time.perf_counter() - start:.0f} s)", flush=True)
         return run
 
+    # what runs share is made first, one at a time (an imitation keeps both cores busy: two at once took 434 s each,
+    # one alone 166 s), so that runs trained at once never build it twice
+    for index in sorted({(seed - 1) % args.bases for _, seed in trained}):
+        prepare_base(args, index)
+    if any(METHODS[m].served for m, _ in trained):
+        prepare_judge_model(args)
     with ThreadPoolExecutor(args.jobs) as pool:
-        # what runs share is made first, one at a time (an imitation keeps both cores busy: two at once took 434 s
-        # each, one alone 166 s), so that runs trained at once never build it twice
-        for index in sorted({(seed - 1) % args.bases for _, seed in trained}):
-            prepare_base(args, index)
-        if any(METHODS[m].served for m, _ in trained):
-            prepare_judge_model(args)
         futures = {item: pool.submit(train, n, *item) for n, item in enumerate(trained, 1)}
     for item, future in futures.items():  # every run has ended (and is saved) before the first failure is raised
         done[item] = future.result()
