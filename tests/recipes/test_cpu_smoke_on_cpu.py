@@ -186,11 +186,13 @@ def check_vision_language_path(smoke_dir: Path, steps: dict[int, dict]) -> None:
     for step in (1, 2):
         assert load_dump(smoke_dir, step)["position_ids_dim"] == 3  # Qwen-VL positions: text row + 3 rotary axes
         metrics = steps[step]
-        # the replica's log-probs (transformers generate) against the actor's (verl's FSDP2 forward): measured
-        # 0.007-0.038 (chunked linear attention in the actor, recurrent in generate)
+        # the replica's token probabilities (transformers generate) against the actor's (verl's FSDP2 forward):
+        # measured max 0.005-0.038, mean 0.0022-0.0024 (chunked linear attention in the actor, recurrent in
+        # generate). Not verl's Pearson correlation: it reads the batch's spread, not the gap. Once the policy gives
+        # every token >= 0.91 (std 0.012) the same 0.0023 mean gap correlates at 0.983 (0.9999 at step 1, std 0.18)
         assert metrics["training/rollout_probs_diff_valid"] == 1
         assert metrics["training/rollout_probs_diff_max"] < 0.1, metrics["training/rollout_probs_diff_max"]
-        assert metrics["training/rollout_actor_probs_pearson_corr"] > 0.99
+        assert metrics["training/rollout_probs_diff_mean"] < 0.01, metrics["training/rollout_probs_diff_mean"]
     initial = torch.load(smoke_dir / "replica" / "replica0_step0.pt")
     assert any(".visual." in name for name in initial)  # the vision tower is synced with the rest
 
