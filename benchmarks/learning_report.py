@@ -97,12 +97,12 @@ def dial(runs: Mapping[str, Sequence[Mapping[str, Any]]], seeds: Mapping[str, An
     rate, the gain the line predicts there, the gain it had). None with fewer than two dial settings."""
     oracle = [m for m, rs in runs.items() if rs and rs[0].get("method", m).startswith("prover_oracle")]
     points = [
-        (s, v["hit_rate"], v["at_budget"] - seeds[ref][s]["at_budget"])
+        (m, s, v["hit_rate"], v["at_budget"] - seeds[ref][s]["at_budget"])
         for m in oracle
         for s, v in seeds[m].items()
         if s in seeds[ref] and v["hit_rate"] is not None
     ]
-    if len({round(p[1], 2) for p in points}) < 2:
+    if len({round(p[2], 2) for p in points}) < 2:
         return None
     fit = break_even(points)
     judges = {}

@@ -90,13 +90,14 @@ def verdict(diff: Mapping[str, Any], alpha: float = 0.05) -> str:
     return "above" if diff["mean"] > 0 else "below"
 
 
-def break_even(points: Sequence[tuple[int, float, float]], resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
+def break_even(points: Sequence[tuple[str, int, float, float]], resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
     """The hit rate at which a judge's paired gain crosses zero, from the noisy-oracle dial.
 
     Args:
-        points: ``(seed, hit_rate, gain)`` per run of each dial setting (hit rate measured in that run; gain its
-            paired difference against the baseline at the budget); at least two distinct hit rates.
-        resamples: Bootstrap resamples (runs drawn with replacement within each hit-rate setting).
+        points: ``(setting, seed, hit_rate, gain)`` per run of the dial: the setting it ran at (e.g. the oracle's
+            accuracy), the hit rate measured in that run (runs of one setting measure different rates), its gain
+            (paired difference against the baseline at the budget); at least two distinct hit rates.
+        resamples: Bootstrap resamples (runs drawn with replacement within each setting).
         seed: The bootstrap's random seed.
 
     Returns:
@@ -105,8 +106,9 @@ def break_even(points: Sequence[tuple[int, float, float]], resamples: int = 2000
         ``interval`` (None where fewer than 95 % of resamples have a positive slope, or where a setting has one run
         only), ``positive_slope_frac`` (None with one run at a setting).
     """
-    rates = np.array([p[1] for p in points], dtype=np.float64)
-    gains = np.array([p[2] for p in points], dtype=np.float64)
+    labels = [p[0] for p in points]
+    rates = np.array([p[2] for p in points], dtype=np.float64)
+    gains = np.array([p[3] for p in points], dtype=np.float64)
     if len(np.unique(np.round(rates, 9))) < 2:
         raise ValueError("the break-even fit needs runs at two different hit rates at least")
 
@@ -115,9 +117,9 @@ def break_even(points: Sequence[tuple[int, float, float]], resamples: int = 2000
         return float(intercept), float(slope)
 
     intercept, slope = fit(rates, gains)
-    # resample within each dial setting, so every resample keeps the settings' spread of hit rates
-    settings = np.round(rates, 2)
-    groups = [np.nonzero(settings == s)[0] for s in np.unique(settings)]
+    # resample within each dial setting, so every resample keeps the settings' spread of hit rates; grouped by the
+    # setting, not the measured rate (two seeds of one setting never measure the same rate: no group would hold two)
+    groups = [np.array([i for i, label in enumerate(labels) if label == s]) for s in dict.fromkeys(labels)]
     rng = np.random.default_rng(seed)
     crossings, positive = [], 0
     for _ in range(resamples):
@@ -139,5 +141,5 @@ def break_even(points: Sequence[tuple[int, float, float]], resamples: int = 2000
         "hit_rate": -intercept / slope if slope > 0 else None,
         "interval": interval,
         "positive_slope_frac": frac,
-        "points": [[int(s), float(h), float(g)] for s, h, g in points],
+        "points": [[str(label), int(s), float(h), float(g)] for label, s, h, g in points],
     }

@@ -58,17 +58,30 @@ def test_paired_t_test_by_hand():
 
 def test_break_even_crossing_of_the_dial_line():
     # gain = -0.1 + 0.2 * hit rate exactly, two runs per setting: crosses zero at hit rate 0.5
-    points = [(s, h, -0.1 + 0.2 * h) for h in (0.0, 0.25, 0.5, 1.0) for s in (1, 2)]
+    points = [(f"oracle{h}", s, h, -0.1 + 0.2 * h) for h in (0.0, 0.25, 0.5, 1.0) for s in (1, 2)]
     out = break_even(points, resamples=200)
     assert out["intercept"] == pytest.approx(-0.1) and out["slope"] == pytest.approx(0.2)
     assert out["hit_rate"] == pytest.approx(0.5)
     assert out["interval"] == pytest.approx([0.5, 0.5]) and out["positive_slope_frac"] == 1.0
     # one run at a setting: the resamples cannot vary it, so no interval (not a zero-width one)
-    single = break_even([(1, 0.0, -0.1), (1, 1.0, 0.1)], resamples=50)
+    single = break_even([("a", 1, 0.0, -0.1), ("b", 1, 1.0, 0.1)], resamples=50)
     assert single["hit_rate"] == pytest.approx(0.5) and single["interval"] is None
     assert single["positive_slope_frac"] is None
     # a falling line has no break-even
-    flat = break_even([(1, 0.0, 0.1), (2, 0.0, 0.1), (1, 1.0, -0.1), (2, 1.0, -0.12)], resamples=50)
+    flat = break_even([("a", 1, 0.0, 0.1), ("a", 2, 0.0, 0.1), ("b", 1, 1.0, -0.1), ("b", 2, 1.0, -0.12)], 50)
     assert flat["hit_rate"] is None and flat["interval"] is None
     with pytest.raises(ValueError, match="two different hit rates"):
-        break_even([(1, 0.5, 0.1), (2, 0.5, 0.2)])
+        break_even([("a", 1, 0.5, 0.1), ("a", 2, 0.5, 0.2)])
+
+
+def test_break_even_resamples_within_the_dial_setting_not_the_measured_rate():
+    # two seeds of each setting measure different hit rates (the oracle at 0.0 still hits by chance): each setting
+    # holds two runs, so the fit has an interval; grouped by the rate each run would be a group of one (no interval)
+    points = [("oracle1.0", 1, 1.0, 0.03), ("oracle1.0", 2, 1.0, 0.01)]
+    points += [("oracle0.5", 1, 0.52, 0.0), ("oracle0.5", 2, 0.46, -0.01)]
+    points += [("oracle0.0", 1, 0.11, -0.04), ("oracle0.0", 2, 0.06, -0.05)]
+    out = break_even(points, resamples=500)
+    assert out["positive_slope_frac"] == 1.0 and out["interval"] is not None
+    low, high = out["interval"]
+    assert low <= out["hit_rate"] <= high and 0.0 < low < high < 1.0
+    assert out["points"][2] == ["oracle0.5", 1, 0.52, 0.0]
