@@ -249,6 +249,7 @@ def _break_even(report: Mapping[str, Any]) -> str:
             "the line does not rise with the hit rate: no break-even"
             if fit["hit_rate"] is None
             else f"gain 0 at hit rate {fit['hit_rate']:.2f}"
+            + _outside_the_dial(fit["hit_rate"])
             + (
                 f" (95 % bootstrap interval {fit['interval'][0]:.2f}–{fit['interval'][1]:.2f})"
                 if fit["interval"]
@@ -268,6 +269,15 @@ def _break_even(report: Mapping[str, Any]) -> str:
                 f"{_num(j['predicted_gain'], '+.3f')}, measured {_num(j['gain'], '+.3f')}{sem}"
             )
     return "\n".join(lines)
+
+
+def _outside_the_dial(rate: float) -> str:
+    """A crossing the line reaches only by extrapolating past the hit rates a judge can have."""
+    if rate > 1:
+        return ", past a perfect judge's 1.00: the line stays below 0 at every hit rate"
+    if rate < 0:
+        return ", below 0: the line stays above 0 at every hit rate"
+    return ""
 
 
 PARTS = {"table": _table, "per_seed": _per_seed_table, "break_even": _break_even}

@@ -76,6 +76,21 @@ def test_break_even_places_the_judges_a_user_can_run_on_the_dial():
     assert judge["gain"] == pytest.approx(-0.1)
 
 
+def test_a_crossing_past_a_perfect_judge_is_read_as_no_break_even_in_the_dial():
+    fit = {
+        "intercept": -0.032,
+        "slope": 0.025,
+        "interval": None,
+        "positive_slope_frac": 0.94,
+        "points": [],
+        "judges": {},
+    }
+    text = learning_report.render({"analysis": {"break_even": {"grpo": fit | {"hit_rate": 1.28}}}}, "break_even")
+    assert "gain 0 at hit rate 1.28, past a perfect judge's 1.00: the line stays below 0 at every hit rate" in text
+    inside = learning_report.render({"analysis": {"break_even": {"grpo": fit | {"hit_rate": 0.6}}}}, "break_even")
+    assert "gain 0 at hit rate 0.60 (slope positive" in inside
+
+
 def test_rendered_tables_name_the_oracle_and_survive_a_json_round_trip(tmp_path):
     report = learning_report.write(RUNS, tmp_path, {"env": "keydoor"}, "python benchmarks/learning.py", "abc", 0.45)
     again = json.loads((tmp_path / "results.json").read_text())
