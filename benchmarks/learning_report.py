@@ -274,9 +274,9 @@ def _break_even(report: Mapping[str, Any]) -> str:
 def _outside_the_dial(rate: float) -> str:
     """A crossing the line reaches only by extrapolating past the hit rates a judge can have."""
     if rate > 1:
-        return ", past a perfect judge's 1.00: the line stays below 0 at every hit rate"
+        return ", past a perfect judge's 1.00: the fitted line is below 0 at every hit rate"
     if rate < 0:
-        return ", below 0: the line stays above 0 at every hit rate"
+        return ", below 0: the fitted line is above 0 at every hit rate"
     return ""
 
 

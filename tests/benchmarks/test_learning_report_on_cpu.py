@@ -86,7 +86,7 @@ def test_a_crossing_past_a_perfect_judge_is_read_as_no_break_even_in_the_dial():
         "judges": {},
     }
     text = learning_report.render({"analysis": {"break_even": {"grpo": fit | {"hit_rate": 1.28}}}}, "break_even")
-    assert "gain 0 at hit rate 1.28, past a perfect judge's 1.00: the line stays below 0 at every hit rate" in text
+    assert "gain 0 at hit rate 1.28, past a perfect judge's 1.00: the fitted line is below 0 at every hit rate" in text
     inside = learning_report.render({"analysis": {"break_even": {"grpo": fit | {"hit_rate": 0.6}}}}, "break_even")
     assert "gain 0 at hit rate 0.60 (slope positive" in inside
 
