@@ -501,6 +501,23 @@ def _commit() -> str:
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
+def command_history(out: Path) -> list[dict[str, Any]]:
+    """The commands on record in ``out/results.json`` that trained runs, oldest first: each command rewrites the
+    file with its own settings, so a later ``--report-only`` (or a command on other runs) would otherwise lose what
+    an earlier one trained and how long it took. A file written before the history was kept gives its own command."""
+    path = out / "results.json"
+    if not path.exists():
+        return []
+    old = json.loads(path.read_text())
+    history = list(old["settings"].get("commands", []))
+    trained = old["settings"].get("trained") or {}
+    if trained.get("runs") and not history:
+        history.append(
+            {"command": old["command"], "commit": old["commit"], "jobs": old["settings"].get("jobs", 1)} | trained
+        )
+    return history
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     start, commit = time.perf_counter(), _commit()  # the code that runs, before anything can change it
@@ -540,6 +557,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     settings["missing_runs"] = missing
     settings["trained"] = {"runs": len(trained), "elapsed_s": round(time.perf_counter() - start, 1)}
     command = "python benchmarks/learning.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    settings["commands"] = command_history(args.out)
+    if trained:
+        entry = {"command": command.strip(), "commit": commit, "jobs": args.jobs} | settings["trained"]
+        settings["commands"].append(entry | {"names": [f"{m}_seed{seed}" for m, seed in trained]})
     report = learning_report.write(results, args.out, settings, command.strip(), commit, args.target)
     print(report["table"])
     print(f"[learning] {time.perf_counter() - start:.0f} s; wrote {args.out}/results.json, results.md, .png")

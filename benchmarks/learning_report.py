@@ -210,7 +210,17 @@ def _table(report: Mapping[str, Any]) -> str:
             f"{min(walls):.0f}–{max(walls):.0f} min, {sum(walls):.0f} min in all ({len(walls)} runs)."
         )
     trained = report["settings"].get("trained") or {}
-    if trained.get("runs"):
+    commands = report["settings"].get("commands")
+    if commands:  # every command on record that trained runs into this folder (learning.command_history)
+        lines.append(
+            "\nCommands on record that trained these runs (elapsed, bases and judge made on the way included): "
+            + "; ".join(
+                f"`{c['command']}`: {c['runs']} runs, {c['jobs']} at a time, {c['elapsed_s'] / 60:.0f} min"
+                for c in commands
+            )
+            + "."
+        )
+    elif trained.get("runs"):  # a file written before the history was kept
         lines.append(
             f"\nThis command trained {trained['runs']} runs, {report['settings'].get('jobs', 1)} at a time, in "
             f"{trained['elapsed_s'] / 60:.0f} min elapsed (bases and judge made on the way included)."

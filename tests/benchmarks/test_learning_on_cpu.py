@@ -206,6 +206,37 @@ def test_results_name_the_commit_the_runs_started_from_not_the_one_at_their_end(
     assert commit == "started" and settings["trained"]["runs"] == 4
 
 
+def test_each_command_that_trained_runs_stays_on_record_through_later_commands(tmp_path, monkeypatch):
+    """A command rewrites results.json with its own settings: what earlier commands trained, and their elapsed time,
+    is carried over, and a file written before the history was kept gives its own command."""
+    _fake_runs(monkeypatch, tmp_path)
+
+    def write(results, out, settings, command, commit, target):
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.json").write_text(json.dumps({"command": command, "commit": commit, "settings": settings}))
+        return {"settings": settings, "table": ""}
+
+    monkeypatch.setattr(learning.learning_report, "write", write)
+    out = tmp_path / "out"
+    common = ["--quick", "--seeds", "1", "--out", str(out), "--work", str(tmp_path / "work")]
+    out.mkdir()
+    old = {"command": "python benchmarks/learning.py --quick", "commit": "c0", "settings": {"jobs": 2}}
+    (out / "results.json").write_text(
+        json.dumps(old | {"settings": {"jobs": 2, "trained": {"runs": 5, "elapsed_s": 9.0}}})
+    )
+    learning.main([*common, "--methods", "grpo"])
+    learning.main([*common, "--report-only"])
+    report = learning.main([*common, "--methods", "grpo,grpo_control"])
+    history = report["settings"]["commands"]
+    assert [(c["command"], c["runs"]) for c in history] == [
+        ("python benchmarks/learning.py --quick", 5),
+        ("python benchmarks/learning.py " + " ".join([*common, "--methods", "grpo"]), 1),
+        ("python benchmarks/learning.py " + " ".join([*common, "--methods", "grpo,grpo_control"]), 1),
+    ]
+    assert history[1]["names"] == ["grpo_seed1"] and history[2]["names"] == ["grpo_control_seed1"]
+    assert history[0]["elapsed_s"] == 9.0 and history[1]["jobs"] == 2
+
+
 def test_a_failed_run_is_raised_after_the_others_end_and_are_saved(tmp_path, monkeypatch):
     _fake_runs(monkeypatch, tmp_path, seconds=0.1, fail="grpo_control_seed1")
     out = tmp_path / "out"

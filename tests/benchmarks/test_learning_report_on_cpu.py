@@ -113,6 +113,10 @@ def test_rendered_tables_name_the_oracle_and_survive_a_json_round_trip(tmp_path)
     assert "| prover_oracle1.0 (oracle) | 2 | 0.550 ± 0.050 | not read (sparse validation) |" in sparse_table
     assert "not read" not in table
     assert "This command trained 12 runs, 2 at a time, in 48 min elapsed" in sparse_table
+    history = [{"command": "python benchmarks/learning.py --seeds 4", "jobs": 2, "runs": 3, "elapsed_s": 1980.0}]
+    with_history = learning_report.render(sparse | {"settings": sparse["settings"] | {"commands": history}}, "table")
+    assert "`python benchmarks/learning.py --seeds 4`: 3 runs, 2 at a time, 33 min." in with_history
+    assert "This command trained" not in with_history
     with pytest.raises(ValueError, match="unknown part"):
         learning_report.render(again, "nope")
 
