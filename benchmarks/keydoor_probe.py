@@ -51,7 +51,11 @@ def probe(model_dir: Path, checkpoint: Path | None, env_kwargs: dict[str, Any], 
         missing, unexpected = model.load_state_dict(state, strict=False)
         if unexpected or missing:
             raise ValueError(f"{checkpoint} does not fit {model_dir}: missing {missing}, unexpected {unexpected}")
-    builder = token_builder(model_dir)
+    return read_note(model, token_builder(model_dir), env_kwargs, split)
+
+
+def read_note(model, builder, env_kwargs: dict[str, Any], split: str = "eval") -> dict[str, Any]:
+    """:func:`probe` of a model in memory (in eval mode) and its Continuous Token builder."""
     env = KeyDoorEnv(split=split, **env_kwargs)
     colours = COLOURS[: env_kwargs.get("doors", len(COLOURS))]
     sums = {note: dict.fromkeys(colours, 0.0) for note in colours}

@@ -66,6 +66,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import learning_report  # noqa: E402
+from benchmarks.provenance import code_commit as _commit  # noqa: E402
 from prover_verl.cpu import smoke  # noqa: E402
 
 
@@ -487,18 +488,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.plan = {m: seeds if m in HEADLINE else dial for m in methods}
     args.out, args.work = args.out.resolve(), args.work.resolve()
     return args
-
-
-def _commit() -> str:
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
-        # the code that ran; the results being written (runs, the report) are not code and do not make it dirty
-        code = ["prover_verl", "envs", "recipes", "benchmarks", ":(exclude)benchmarks/results"]
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", *code], cwd=ROOT, capture_output=True,
-                               text=True, check=True)  # fmt: skip
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def command_history(out: Path) -> list[dict[str, Any]]:

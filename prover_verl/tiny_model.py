@@ -195,6 +195,22 @@ def build_qwen_tokenizer(vocab_size: int = 512, extra: list[str] = ()) -> Qwen2T
     return hf
 
 
+def family_sizes(layers: int, hidden: int) -> dict[str, int]:
+    """Text-stack settings of a larger (or smaller) member of the tiny model family, as :func:`model_config` takes
+    them: ``layers`` layers of width ``hidden``, the MLP twice as wide and 4 query heads, as the default (2 layers,
+    hidden 64) has."""
+    if layers < 1 or hidden < 4 or hidden % 4:
+        raise ValueError(
+            f"a tiny model needs layers >= 1 and a hidden size that is a multiple of 4, got {layers}x{hidden}"
+        )
+    return {
+        "num_hidden_layers": layers,
+        "hidden_size": hidden,
+        "intermediate_size": 2 * hidden,
+        "head_dim": hidden // 4,
+    }
+
+
 def model_config(arch: str, tokenizer, **sizes):
     """Config of the tiny model: 2 text layers, hidden 64, 4 heads (2 key/value), tied embeddings; for
     ``qwen3_5_vl`` also a vision tower of 2 blocks (hidden 32) on Qwen3.5-2B's patch geometry. ``sizes`` (dense
@@ -276,16 +292,22 @@ def model_config(arch: str, tokenizer, **sizes):
 
 
 def build(
-    out: str | Path, arch: str = "qwen3", seed: int = 0, vocab_size: int = 512, corpus_env: str | None = None
+    out: str | Path,
+    arch: str = "qwen3",
+    seed: int = 0,
+    vocab_size: int = 512,
+    corpus_env: str | None = None,
+    sizes: dict[str, int] | None = None,
 ) -> Path:
     """Write the tiny model, tokenizer, chat template and generation config (and for ``qwen3_5_vl`` the image and
     video preprocessor files) to ``out`` and return it. ``corpus_env`` adds that env's texts (:func:`env_corpus`)
-    to the tokenizer's corpus."""
+    to the tokenizer's corpus; ``sizes`` (``qwen3`` only, e.g. :func:`family_sizes`) makes another member of the
+    family."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     extra = env_corpus(corpus_env) if corpus_env else []
     tokenizer = build_qwen_tokenizer(vocab_size, extra) if arch == VL_ARCH else build_tokenizer(vocab_size, extra)
-    config = model_config(arch, tokenizer)
+    config = model_config(arch, tokenizer, **(sizes or {}))
     torch.manual_seed(seed)
     # the class verl's actor builds for this config (prover_verl.hf_model.policy_model_class; importing verl here
     # would cost seconds)

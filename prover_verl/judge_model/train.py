@@ -240,12 +240,7 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     train_pairs = make_pairs(args.env, env_kwargs, spec.train_split, args.train_pairs, args.seed)
     eval_pairs = make_pairs(args.env, env_kwargs, spec.val_split, args.eval_pairs, args.seed + 1)
-    sizes = {
-        "hidden_size": args.hidden_size,
-        "intermediate_size": 2 * args.hidden_size,
-        "num_hidden_layers": args.layers,
-        "head_dim": args.hidden_size // 4,
-    }
+    sizes = tiny_model.family_sizes(args.layers, args.hidden_size)
     model, tokenizer = build_model(train_pairs, args.vocab_size, sizes, args.seed, args.env)
     training = train_judge(model, tokenizer, train_pairs, config)
     train_seconds = time.perf_counter() - started

@@ -155,3 +155,16 @@ def test_corpus_env_teaches_the_tokenizer_that_envs_words(tmp_path):
     assert taught.decode(taught(obs)["input_ids"]) == obs
     # keydoor's rooms are words the base corpus lacks: far fewer tokens once its texts are in the corpus
     assert len(taught(obs)["input_ids"]) < 0.7 * len(base(obs)["input_ids"])
+
+
+def test_family_sizes_of_2x64_are_the_default_tiny_model_and_bad_sizes_are_refused():
+    tokenizer = tiny_model.build_tokenizer(300)
+    default, sized = (
+        tiny_model.model_config("qwen3", tokenizer),
+        tiny_model.model_config("qwen3", tokenizer, **tiny_model.family_sizes(2, 64)),
+    )
+    assert default.to_dict() == sized.to_dict()
+    wider = tiny_model.model_config("qwen3", tokenizer, **tiny_model.family_sizes(4, 128))
+    assert (wider.num_hidden_layers, wider.hidden_size, wider.intermediate_size, wider.head_dim) == (4, 128, 256, 32)
+    with pytest.raises(ValueError, match="multiple of 4"):
+        tiny_model.family_sizes(2, 66)
