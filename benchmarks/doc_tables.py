@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import judge_agentic, keydoor_probe, learning_report  # noqa: E402
+from benchmarks import judge_agentic, keydoor_probe, keydoor_reading, learning_report  # noqa: E402
 from prover_verl.judge_model import report as judge_model_report  # noqa: E402
 
 
@@ -37,6 +37,7 @@ def _judge_model(report: dict, part: str) -> str:
 RENDERERS = {
     "benchmarks/results/learning/": learning_report.render,
     "benchmarks/results/keydoor_probe/": keydoor_probe.render,
+    "benchmarks/results/keydoor_reading/": keydoor_reading.render,
     "benchmarks/results/judge_agentic/": judge_agentic.render,
     "benchmarks/results/judge_model/": _judge_model,
 }

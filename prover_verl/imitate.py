@@ -166,6 +166,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--env-kwargs", default="{}", help="JSON constructor arguments of the env")
     parser.add_argument("--target-replay", type=float, default=0.5, help="stop at this expert replay probability")
     parser.add_argument("--max-steps", type=int, default=600)
+    parser.add_argument("--lr", type=float, default=1e-2, help="Adam's learning rate (full-batch steps)")
     parser.add_argument(
         "--seed",
         type=int,
@@ -182,6 +183,7 @@ def main(argv: list[str] | None = None) -> None:
         json.loads(args.env_kwargs),
         args.target_replay,
         args.max_steps,
+        lr=args.lr,
         seed=args.seed,
         max_episodes=args.max_episodes,
     )

@@ -107,3 +107,10 @@ def test_max_episodes_imitates_the_first_tasks_only(tmp_path):
     assert result == {"episodes": 2, "steps": 0, "replay_probability": result["replay_probability"]}
     with pytest.raises(ValueError, match="max_episodes"):
         imitate.imitate(model_dir, "searchqa", tmp_path / "data", {}, max_episodes=0)
+
+
+def test_the_command_line_passes_the_learning_rate_to_the_imitation(monkeypatch, capsys):
+    seen = {}
+    monkeypatch.setattr(imitate, "imitate", lambda *a, **kw: seen.update(kw) or {"steps": 0})
+    imitate.main(["--model", "m", "--env", "keydoor", "--data-dir", "d", "--lr", "0.001"])
+    assert seen["lr"] == 0.001 and '"steps": 0' in capsys.readouterr().out
