@@ -107,9 +107,9 @@ def render(report: dict[str, Any], part: str = "table") -> str:
         raise ValueError(f"unknown part {part!r} of a reading report; only 'table'")
     gap = report["settings"]["read_gap"]
     lines = [
-        "| size (layers x hidden) | parameters | steps | P(note's key) | P(other key) | "
+        "| size (layers x hidden) | Adam's lr | parameters | steps | P(note's key) | P(other key) | "
         f"first step with a gap >= {gap} | seconds a step (× the first size's) |",
-        "|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|",
     ]
     base = report["sizes"][0]["seconds_per_step"]
     for size in report["sizes"]:
@@ -117,8 +117,8 @@ def render(report: dict[str, Any], part: str = "table") -> str:
         read = "—" if size["first_step_reading"] is None else f"{size['first_step_reading']:,}"
         ratio = size["seconds_per_step"] / base if base else float("nan")
         lines.append(
-            f"| {size['size']} | {size['params']:,} | {last['step']:,} | {last['p_note']:.3f} | {last['p_other']:.3f} "
-            f"| {read} | {size['seconds_per_step']:.2f} (×{ratio:.1f}) |"
+            f"| {size['size']} | {report['settings']['lr']:g} | {size['params']:,} | {last['step']:,} | "
+            f"{last['p_note']:.3f} | {last['p_other']:.3f} | {read} | {size['seconds_per_step']:.2f} (×{ratio:.1f}) |"
         )
     return "\n".join(lines)
 

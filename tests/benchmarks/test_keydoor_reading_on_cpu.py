@@ -34,7 +34,7 @@ def test_each_size_is_trained_probed_and_timed_into_the_results_file(tmp_path):
     assert second["params"] < first["params"] and [p["step"] for p in second["curve"]] == [0, 2, 3]
     assert all(0 <= p["p_note"] <= 1 and 0 <= p["p_other"] <= 1 for p in first["curve"])
     table = keydoor_reading.render(saved)
-    assert "| 2x64 | 106,880 | 3 |" in table and "(×1.0) |" in table
+    assert "| 2x64 | 0.003 | 106,880 | 3 |" in table and "(×1.0) |" in table
 
 
 @pytest.mark.parametrize("bad", [["--sizes", "2-64"], ["--sizes", "2x64x3"], ["--steps", "0"]])
