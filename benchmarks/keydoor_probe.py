@@ -25,6 +25,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.provenance import command_line  # noqa: E402
 from envs.keydoor.env import COLOURS, KeyDoorEnv  # noqa: E402
 from prover_verl.hf_model import load_policy_model  # noqa: E402
 from prover_verl.imitate import assistant_labels, expert_conversation, token_builder, token_log_probs  # noqa: E402
@@ -99,8 +100,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     result = probe(args.model, args.checkpoint, json.loads(args.env_kwargs))
     print(render(result))
     # machine paths stay out of the committed file: the name says which model was probed
-    words = [w if not w.startswith("/") else "<path>" for w in (sys.argv[1:] if argv is None else argv)]
-    report = {"command": "python benchmarks/keydoor_probe.py " + " ".join(words)}
+    report = {"command": command_line("benchmarks/keydoor_probe.py", argv)}
     report |= {"env_kwargs": json.loads(args.env_kwargs), **result}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{args.name}.json").write_text(json.dumps(report, indent=1) + "\n")

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.keydoor_probe import HARD, read_note  # noqa: E402
-from benchmarks.provenance import code_commit  # noqa: E402
+from benchmarks.provenance import code_commit, command_line  # noqa: E402
 from envs.keydoor.env import KeyDoorEnv  # noqa: E402
 from prover_verl import tiny_model  # noqa: E402
 from prover_verl.hf_model import load_policy_model  # noqa: E402
@@ -158,9 +158,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     commit = code_commit()
     sizes = [train_size(layers, hidden, args) for layers, hidden in args.size_list]
     settings = {k: v for k, v in vars(args).items() if k not in ("work", "out", "name", "size_list")}
-    # machine paths stay out of the committed file
-    words = [w if not w.startswith("/") else "<path>" for w in (sys.argv[1:] if argv is None else argv)]
-    report = {"command": "python benchmarks/keydoor_reading.py " + " ".join(words), "commit": commit}
+    report = {"command": command_line("benchmarks/keydoor_reading.py", argv), "commit": commit}
     report |= {"settings": settings, "sizes": sizes}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{args.name}.json").write_text(json.dumps(report, indent=1) + "\n")

@@ -1,8 +1,10 @@
-"""The commit of the code a benchmark runs, for its results file."""
+"""What a benchmark's committed results file says of its run: the command and the commit of the code."""
 
 from __future__ import annotations
 
 import subprocess
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,3 +22,10 @@ def code_commit() -> str:
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def command_line(script: str, argv: Sequence[str] | None = None) -> str:
+    """``python <script> <argv>`` (``sys.argv``'s when None) with each machine path (a word starting with ``/``) as
+    ``<path>``: machine paths stay out of committed files."""
+    words = sys.argv[1:] if argv is None else argv
+    return " ".join(["python", script, *(w if not w.startswith("/") else "<path>" for w in words)])
