@@ -57,7 +57,15 @@ async def generate(
     if aborts is None or type(client).generate is not LLMServerClient.generate:
         return await client.generate(request_id, prompt_ids=prompt_ids, sampling_params=sampling_params)
     # the steps of LLMServerClient.generate for a text prompt, keeping the server and its request id
-    server_id, server = await client._acquire_server(request_id, prompt_ids=prompt_ids, sampling_params=sampling_params)
+    acquire = asyncio.ensure_future(
+        client._acquire_server(request_id, prompt_ids=prompt_ids, sampling_params=sampling_params)
+    )
+    try:
+        server_id, server = await asyncio.shield(acquire)
+    except asyncio.CancelledError:
+        # the balancer counts the request in flight once its acquire lands, cancelled caller or not: release it then
+        acquire.add_done_callback(lambda done: _release_acquired(client, done, request_id))
+        raise
     try:
         server_request_id = client._vllm_request_id(request_id)
         call = server.generate.remote(
@@ -75,6 +83,12 @@ async def generate(
     output.extra_fields.setdefault("min_global_steps", steps)
     output.extra_fields.setdefault("max_global_steps", steps)
     return output
+
+
+def _release_acquired(client: Any, acquire: asyncio.Future, request_id: str) -> None:
+    """Give back the server an acquire got for a caller that was cancelled while it was in flight."""
+    if not acquire.cancelled() and acquire.exception() is None:
+        client._release_server(acquire.result()[0], request_id=request_id)
 
 
 async def _abort(server: Any, request_id: str, call: Any) -> bool:

@@ -108,3 +108,42 @@ async def test_plain_calls_and_other_clients_go_through_the_clients_generate(scr
     server = scripted_server()
     output = await abort.generate(server, "key", prompt_ids=[1, 2], sampling_params={}, aborts=abort.AbortCount())
     assert server.requests == [("key", 2, {})] and output.extra_fields["max_global_steps"] == 1
+
+
+class SlowBalancer:
+    """A load balancer that counts requests in flight, whose acquire lands after its caller may be cancelled."""
+
+    def __init__(self, server):
+        self.server, self.in_flight = server, 0
+
+    def require_acquire_fields(self):
+        return []
+
+    def require_release_fields(self):
+        return []
+
+    async def acquire_server(self, request_id):
+        await asyncio.sleep(0.2)
+        self.in_flight += 1
+        return "s", Handle(self.server)
+
+    def release_server(self, server_id, request_id=None):
+        self.in_flight -= 1
+
+
+async def test_a_call_cancelled_while_acquiring_its_server_releases_it_once_acquired(scripted_server):
+    balancer = SlowBalancer(scripted_server())
+    config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"name": "hf"}}})
+    client = LLMServerClient(config, load_balancer_handle=Handle(balancer))
+    call = asyncio.ensure_future(
+        abort.generate(client, "key", prompt_ids=[1], sampling_params={}, aborts=abort.AbortCount())
+    )
+    await asyncio.sleep(0.05)  # inside the acquire
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    await asyncio.sleep(0.4)  # the acquire lands on the balancer after the caller is gone
+    assert balancer.in_flight == 0
+    # a call that is not cancelled also leaves nothing in flight
+    await abort.generate(client, "key", prompt_ids=[1], sampling_params={}, aborts=abort.AbortCount())
+    assert balancer.in_flight == 0
