@@ -6,7 +6,10 @@ A generated block in a markdown file under ``docs/`` (or the README) is::
     ...the table...
     <!-- end generated -->
 
-and holds that part of that file as its benchmark renders it (:data:`RENDERERS`, by the file's folder).
+and holds that part of that file as its benchmark renders it (:data:`RENDERERS`, by the file's folder). A block may
+name several files joined by ``+`` (``a.json+b.json headline``): each renders that part as a markdown table with the
+same header, and the block holds one table, the header once and then every file's rows in the order named (the
+README's results table).
 
     python benchmarks/doc_tables.py          # rewrite every block
     python benchmarks/doc_tables.py --check  # exit 1, naming the blocks that differ from their files
@@ -24,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import judge_agentic, keydoor_probe, keydoor_reading, learning_report  # noqa: E402
+from prover_verl.demo import report as demo_report  # noqa: E402
 from prover_verl.judge_model import report as judge_model_report  # noqa: E402
 
 
@@ -40,6 +44,7 @@ RENDERERS = {
     "benchmarks/results/keydoor_reading/": keydoor_reading.render,
     "benchmarks/results/judge_agentic/": judge_agentic.render,
     "benchmarks/results/judge_model/": _judge_model,
+    "benchmarks/results/demo/": demo_report.render,
 }
 
 
@@ -59,17 +64,38 @@ def documents(root: Path = ROOT) -> list[Path]:
     return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
 
 
+def render_part(source: str, part: str, root: Path = ROOT) -> str:
+    """``part`` of the results file ``source`` as its benchmark renders it."""
+    path = root / source
+    if not path.exists():
+        raise FileNotFoundError(f"generated block names {source}, which does not exist")
+    return renderer(source)(json.loads(path.read_text()), part)
+
+
+def join_tables(bodies: list[str], source: str) -> str:
+    """One rendered part as is; several as one markdown table: the first's header, then every body's rows.
+
+    Raises:
+        ValueError: with several bodies, one is not a bare table or its header differs from the first's.
+    """
+    if len(bodies) == 1:
+        return bodies[0]
+    tables = [body.splitlines() for body in bodies]
+    for lines in tables:
+        if len(lines) < 2 or not all(line.startswith("|") for line in lines):
+            raise ValueError(f"generated block {source}: joining several files needs bare tables, got {lines[:3]}")
+        if lines[:2] != tables[0][:2]:
+            raise ValueError(f"generated block {source}: headers differ ({lines[0]} vs {tables[0][0]})")
+    return "\n".join(tables[0][:2] + [row for lines in tables for row in lines[2:]])
+
+
 def regenerate(text: str, root: Path = ROOT) -> tuple[str, list[str]]:
     """``text`` with every generated block rendered anew from its results file, and the blocks that changed."""
     changed = []
 
     def fill(match: re.Match) -> str:
         source, part = match.group(2), match.group(3)
-        render = renderer(source)
-        path = root / source
-        if not path.exists():
-            raise FileNotFoundError(f"generated block names {source}, which does not exist")
-        body = render(json.loads(path.read_text()), part) + "\n"
+        body = join_tables([render_part(name, part, root) for name in source.split("+")], source) + "\n"
         if body != match.group(4):
             changed.append(f"{source} {part}")
         return match.group(1) + body + match.group(5)

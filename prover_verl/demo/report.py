@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from prover_verl.eval.equal_cost import headline_rows, headline_table
+
 HEADER = (
     "ProVer credit-assignment demo — a CPU TOY, not the paper's LLM setting: a small MLP policy over "
     "featurised text observations of KeyDoor (a synthetic corridor task with one pivotal key choice), trained "
@@ -289,3 +291,31 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, tuple | set):
         return list(value)
     raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
+
+
+# the README's rows: GRPO, ProVer with the judge a user can run and at the two ends of the noisy judge, GiGPO
+HEADLINE = ("GRPO", "ProVer (heuristic judge)", "ProVer (judge acc 1.0)", "ProVer (judge acc 0.0, random)", "GiGPO")
+
+
+def _headline(report: dict[str, Any]) -> str:
+    grpo = next(m for m, s in report["summary"].items() if s["kind"] == "grpo")
+    return headline_table(headline_rows("CPU demo", report["runs"], HEADLINE, grpo))
+
+
+PARTS = {"table": lambda report: report["table"], "headline": _headline}
+
+
+def render(report: dict[str, Any], part: str) -> str:
+    """The markdown of one ``part`` of a ``results.json`` the demo wrote, for ``benchmarks/doc_tables.py``.
+
+    Args:
+        report: The JSON :func:`write_report` wrote.
+        part: ``table`` (the demo's own table and comparisons) or ``headline`` (the README's rows: :data:`HEADLINE`
+            read at GRPO's median env steps, paired by seed; :func:`~prover_verl.eval.equal_cost.headline_rows`).
+
+    Raises:
+        ValueError: an unknown part.
+    """
+    if part not in PARTS:
+        raise ValueError(f"unknown part {part!r} of a demo report; one of {list(PARTS)}")
+    return PARTS[part](report)

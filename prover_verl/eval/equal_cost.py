@@ -90,6 +90,67 @@ def verdict(diff: Mapping[str, Any], alpha: float = 0.05) -> str:
     return "above" if diff["mean"] > 0 else "below"
 
 
+# The README's one results table: every benchmark that renders a ``headline`` gives rows with these columns, so
+# that ``benchmarks/doc_tables.py`` can join several sources' rows under one header.
+HEADLINE_COLUMNS = (
+    "benchmark",
+    "method",
+    "seeds",
+    "success at GRPO's env-step budget",
+    "− GRPO there (paired by seed)",
+    "env steps / update",
+)
+
+
+def format_paired(diff: Mapping[str, Any] | None) -> str:
+    """A :func:`paired` difference as ``+0.012 ± 0.004, p 0.03 (above)`` (``—`` for None, the mean alone for one seed)."""
+    if diff is None:
+        return "—"
+    sem = "" if diff["sem"] is None else f" ± {diff['sem']:.3f}, p {diff['p']:.2g}"
+    return f"{diff['mean']:+.3f}{sem} ({verdict(diff)})"
+
+
+def headline_table(rows: Sequence[Sequence[str]]) -> str:
+    """A markdown table of :data:`HEADLINE_COLUMNS` holding ``rows`` (one cell per column, already formatted)."""
+    for row in rows:
+        if len(row) != len(HEADLINE_COLUMNS):
+            raise ValueError(f"a headline row has {len(row)} cells, not {len(HEADLINE_COLUMNS)}: {row}")
+    lines = ["| " + " | ".join(HEADLINE_COLUMNS) + " |", "|" + "---|" * len(HEADLINE_COLUMNS)]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+
+
+def headline_rows(
+    benchmark: str,
+    runs: Mapping[str, Sequence[Mapping[str, Any]]],
+    methods: Sequence[str],
+    baseline: str,
+) -> list[list[str]]:
+    """The headline rows of ``methods`` (those of them in ``runs``, in that order), read at equal cost.
+
+    The budget is ``baseline``'s median final env steps; each run is read there with :func:`success_at`, its
+    difference from ``baseline``'s run of the same seed tested with :func:`paired`; env steps an update are the
+    mean over seeds of a run's env steps over its last update, shown as a multiple of ``baseline``'s.
+
+    Raises:
+        ValueError: ``baseline`` is not in ``runs``.
+    """
+    if baseline not in runs:
+        raise ValueError(f"no {baseline!r} runs to read the others against (methods: {list(runs)})")
+    budget = float(np.median([r["env_steps"] for r in runs[baseline]]))
+    at = {m: {r["seed"]: success_at(r["curve"], budget) for r in rs} for m, rs in runs.items()}
+    per_update = {m: float(np.mean([r["env_steps"] / r["curve"][-1]["update"] for r in rs])) for m, rs in runs.items()}
+    rows = []
+    for method in (m for m in methods if m in runs):
+        values = list(at[method].values())
+        sem = f" ± {np.std(values, ddof=1) / math.sqrt(len(values)):.3f}" if len(values) > 1 else ""
+        diff = None if method == baseline else paired(at[method], at[baseline])
+        ratio = per_update[method] / per_update[baseline]
+        rows.append(
+            [benchmark, method, str(len(values)), f"{np.mean(values):.3f}{sem}", format_paired(diff), f"×{ratio:.2f}"]
+        )
+    return rows
+
+
 def break_even(points: Sequence[tuple[str, int, float, float]], resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
     """The hit rate at which a judge's paired gain crosses zero, from the noisy-oracle dial.
 
