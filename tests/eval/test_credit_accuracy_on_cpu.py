@@ -1,0 +1,57 @@
+"""Credit accuracy: true advantages from state values, and each metric against hand computations."""
+
+import math
+
+import numpy as np
+import pytest
+
+from prover_verl.core import ForkOutcome
+from prover_verl.eval.credit_accuracy import credit_accuracy, mean_sem, null_turns, true_advantages
+
+
+def test_true_advantages_are_value_differences_with_independent_errors():
+    # V(s0) = 2/8, V(s1) = 6/8, V(s2) = own outcome 1 (exact)
+    advantage, sem = true_advantages([ForkOutcome(2, 8), ForkOutcome(6, 8), ForkOutcome(1, 1)])
+    np.testing.assert_allclose(advantage, [0.5, 0.25])
+    v0, v1 = 0.25 * 0.75 / 8, 0.75 * 0.25 / 8
+    np.testing.assert_allclose(sem, [math.sqrt(v0 + v1), math.sqrt(v1)])
+    with pytest.raises(ValueError):
+        true_advantages([ForkOutcome(1, 1)])
+
+
+def test_null_turns_use_the_larger_of_tolerance_and_sems():
+    null = null_turns(np.array([0.01, 0.05, 0.05, -0.3]), np.array([0.0, 0.0, 0.03, 0.1]), tolerance=0.02, sems=2)
+    assert null.tolist() == [True, False, True, False]  # 0.05 <= 2 * 0.03; 0.3 > 0.2
+
+
+def test_credit_accuracy_against_hand_computed_values():
+    truth = np.array([0.5, -0.4, 0.0, 0.01, 0.3, -0.2])
+    sem = np.zeros(6)
+    pivotal = np.array([True, True, False, False, False, False])
+    method = np.array([1.0, 1.0, 1.0, -1.0, 0.0, -1.0])
+    out = credit_accuracy(method, truth, sem, pivotal, tolerance=0.02, sems=2)
+    assert out["turns"] == 6 and out["null_turns"] == 2  # 0.0 and 0.01
+    assert out["pivotal_turns"] == 2 and out["other_turns"] == 2
+    assert out["pivotal_sign_agreement"] == 0.5 and out["pivotal_opposite_sign"] == 0.5
+    # other signed turns: 0.3 gets 0 (neither), -0.2 gets -1 (same)
+    assert out["other_sign_agreement"] == 0.5 and out["other_opposite_sign"] == 0.0
+    assert out["null_weight_share"] == pytest.approx(2 / 5)  # |1| + |-1| of 1 + 1 + 1 + 1 + 0 + 1
+    m, t = method - method.mean(), truth - truth.mean()
+    assert out["correlation"] == pytest.approx(float((m * t).sum() / math.sqrt((m * m).sum() * (t * t).sum())))
+
+
+def test_credit_accuracy_undefined_cases_and_shapes():
+    out = credit_accuracy(np.zeros(3), np.array([0.5, 0.0, -0.5]), np.zeros(3), np.array([True, False, False]))
+    assert out["correlation"] is None and out["null_weight_share"] is None
+    assert out["pivotal_sign_agreement"] == 0.0 and out["pivotal_opposite_sign"] == 0.0  # zero is neither
+    none_signed = credit_accuracy(np.ones(2), np.zeros(2), np.zeros(2), np.array([True, False]))
+    assert none_signed["pivotal_sign_agreement"] is None and none_signed["null_weight_share"] == 1.0
+    with pytest.raises(ValueError):
+        credit_accuracy(np.ones(2), np.ones(3), np.zeros(3), np.zeros(3, dtype=bool))
+
+
+def test_mean_sem():
+    mean, sem, count = mean_sem([1.0, None, 3.0])
+    assert (mean, count) == (2.0, 2) and sem == pytest.approx(1.0)  # sd sqrt(2) / sqrt(2)
+    assert mean_sem([None]) == (None, None, 0)
+    assert mean_sem([0.5]) == (0.5, None, 1)
