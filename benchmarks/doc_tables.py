@@ -66,10 +66,10 @@ def documents(root: Path = ROOT) -> list[Path]:
 
 def render_part(source: str, part: str, root: Path = ROOT) -> str:
     """``part`` of the results file ``source`` as its benchmark renders it."""
-    path = root / source
+    render, path = renderer(source), root / source
     if not path.exists():
         raise FileNotFoundError(f"generated block names {source}, which does not exist")
-    return renderer(source)(json.loads(path.read_text()), part)
+    return render(json.loads(path.read_text()), part)
 
 
 def join_tables(bodies: list[str], source: str) -> str:

@@ -103,7 +103,8 @@ HEADLINE_COLUMNS = (
 
 
 def format_paired(diff: Mapping[str, Any] | None) -> str:
-    """A :func:`paired` difference as ``+0.012 ± 0.004, p 0.03 (above)`` (``—`` for None, the mean alone for one seed)."""
+    """A :func:`paired` difference as ``+0.012 ± 0.004, p 0.03 (above)``; ``—`` for None, the mean alone for one
+    seed."""
     if diff is None:
         return "—"
     sem = "" if diff["sem"] is None else f" ± {diff['sem']:.3f}, p {diff['p']:.2g}"
