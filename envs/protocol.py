@@ -33,6 +33,9 @@ class Protocol:
         strip_thoughts: ``<think>...</think>`` blocks are removed from a reply before the env parses it.
         strip_observations: Observations lose their leading and trailing whitespace in the prompt (else they are
             sent as the env gives them, e.g. Search-R1's blank lines around ``<information>``).
+        inline_observations: Observations continue the assistant's turn as plain text and the policy goes on
+            generating in that same turn (Search-R1's layout: ``...</search>\n\n<information>...</information>
+            \n\n<think>...``); False: each observation is a user turn of the chat template.
         train_split: The split the data writer trains on; None: the env spec's ``train_split``.
         val_splits: The splits it validates on, each reported on its own (e.g. verl-agent's ALFWorld
             ``valid_seen`` and ``valid_unseen``); empty: the env spec's ``val_split``.
@@ -44,6 +47,7 @@ class Protocol:
     stop: tuple[str, ...] = ()
     strip_thoughts: bool = True
     strip_observations: bool = True
+    inline_observations: bool = False
     train_split: str | None = None
     val_splits: tuple[str, ...] = ()
 

@@ -70,6 +70,8 @@ PROTOCOLS: dict[str, Protocol] = {
         stop=("</search>", "</answer>"),
         strip_thoughts=False,
         strip_observations=False,
+        # search_r1/llm_agent/generation.py: the information block is concatenated to the response being generated
+        inline_observations=True,
     ),
     "verl_agent": Protocol(
         summary="verl-agent / GiGPO (env_package/search, prompts/search.py, examples/*/run_search*.sh)",

@@ -29,6 +29,8 @@ class PromptAdapter:
         stop: Strings that end a generation, kept in the reply (the protocol's); empty: none.
         strip_thoughts: ``<think>...</think>`` blocks are removed before the reply is parsed.
         strip_observations: Observations lose their surrounding whitespace (else they are sent verbatim).
+        inline_observations: Observations continue the assistant's turn as plain text (Search-R1's layout), not
+            user turns of the chat template.
 
     An empty ``system`` means no system message.
     """
@@ -41,6 +43,7 @@ class PromptAdapter:
     stop: tuple[str, ...] = ()
     strip_thoughts: bool = True
     strip_observations: bool = True
+    inline_observations: bool = False
 
     def sampling_params(self) -> dict[str, Any]:
         """What the protocol adds to each generation's sampling params (vLLM's ``stop`` strings, kept in the output)."""
@@ -98,4 +101,5 @@ def make_adapter(
         stop=chosen.stop if chosen is not None else (),
         strip_thoughts=chosen.strip_thoughts if chosen is not None else True,
         strip_observations=chosen.strip_observations if chosen is not None else True,
+        inline_observations=chosen.inline_observations if chosen is not None else False,
     )

@@ -102,6 +102,8 @@ class EnvAgentLoop(AgentLoopBase):
         self.use_gigpo = self.config.algorithm.adv_estimator == GIGPO
         self.response_length = self.rollout_config.response_length
         self.group_size = self.rollout_config.n
+        # the token that ends an assistant turn in the chat template (ChatML's <|im_end|>, else the tokenizer's EOS)
+        self.turn_end = self.tokenizer.get_vocab().get("<|im_end|>", self.tokenizer.eos_token_id)
 
     # ------------------------------------------------------------------ rollout
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
@@ -244,7 +246,7 @@ class EnvAgentLoop(AgentLoopBase):
                 result.final_info = info
                 result.stop = "terminated" if terminated else "truncated"
                 break
-            await self._append_observation(conv, adapter.observation_message(obs, info))
+            await self._append_observation(conv, adapter.observation_message(obs, info), adapter.inline_observations)
         else:
             result.stop = "max_turns"
         return result
@@ -272,8 +274,26 @@ class EnvAgentLoop(AgentLoopBase):
         if logprobs is not None:
             conv.response_logprobs = logprobs
 
-    async def _append_observation(self, conv: Conversation, text: str) -> None:
+    async def _append_observation(self, conv: Conversation, text: str, inline: bool = False) -> None:
+        """Append an observation (response mask 0): a user turn of the chat template, or with ``inline`` plain text
+        that continues the assistant's turn (Search-R1's layout); ``messages`` records it as a user message both ways.
+        """
         updated = [*conv.messages, {"role": "user", "content": text}]
+        if inline:
+            ids = self.tokenizer.encode(text, add_special_tokens=False)
+            conv.messages, conv.token_ids = updated, [*conv.token_ids, *ids]
+            conv.response_mask = [*conv.response_mask, *[0] * len(ids)]
+            if conv.response_logprobs is not None:
+                conv.response_logprobs = [*conv.response_logprobs, *[0.0] * len(ids)]
+            return
+        if conv.token_ids[-1] not in (self.turn_end, self.tokenizer.eos_token_id):
+            # a reply ended by a stop string (or the token cap) has no end-of-turn token, and verl's token builder
+            # would open the user turn right after it (`...</search><|im_start|>user`): close the turn first, as
+            # the chat template renders it; the policy did not generate the token, so it is not trained (mask 0)
+            conv.token_ids = [*conv.token_ids, self.turn_end]
+            conv.response_mask = [*conv.response_mask, 0]
+            if conv.response_logprobs is not None:
+                conv.response_logprobs = [*conv.response_logprobs, 0.0]
         merged, mask, logprobs = await self.ct_merge_context_msg(
             conv.messages, updated, conv.token_ids, conv.response_mask, conv.response_logprobs
         )
