@@ -18,6 +18,21 @@ import gymnasium as gym
 StepReturn = tuple[str, float, bool, bool, dict[str, Any]]
 
 
+def clean_text(text: str) -> str:
+    """``text`` as UTF-8 can carry it: each lone UTF-16 surrogate (the only code points of a Python ``str`` that
+    cannot be encoded, e.g. from a JSON ``"\\ud800"`` escape) becomes U+FFFD, and a high-low surrogate pair the
+    character it stands for. Text without surrogates is returned as it is (one C-speed encode to tell).
+
+    Every env's action passes through this at the env boundary (:meth:`TextEnv.step`): a surrogate reaching a
+    search engine's JVM bridge raised ``UnicodeEncodeError`` in the middle of a step (issue 41).
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text
+
+
 class UnknownTaskError(ValueError):
     """A task id that the environment does not have (``reset``, ``restore`` or a task lookup).
 
@@ -64,6 +79,11 @@ class TextEnv(gym.Env, abc.ABC):
 
     An invalid action is not an exception: it gets the environment's normal feedback and counts as a step.
     Episodes are truncated after ``max_steps`` steps.
+
+    ``step`` is atomic: a step that raises (a search engine or retrieval server that fails, a game engine error)
+    leaves the env exactly as before it (step count, page, dialogue, what ``snapshot`` returns), so the caller may
+    retry, snapshot or restore, and a pool that records only the steps that returned replays what the env holds.
+    Each env implements :meth:`_step` so; :meth:`step` checks the action's type and cleans it (:func:`clean_text`).
     """
 
     name: str = "text"
@@ -140,9 +160,24 @@ class TextEnv(gym.Env, abc.ABC):
         """
         raise NotImplementedError(f"{type(self).__name__} implements neither _start nor reset")
 
-    @abc.abstractmethod
     def step(self, action: str) -> StepReturn:
-        """Apply one text action."""
+        """Apply one text action, atomically (see the class docstring), with its lone surrogates replaced by
+        U+FFFD (:func:`clean_text`): the same text in every env, which it parses, echoes and keeps in its state.
+
+        Raises:
+            TypeError: ``action`` is not a string.
+        """
+        if not isinstance(action, str):
+            raise TypeError(f"a {self.name} action is a string, got {type(action).__name__}")
+        return self._step(clean_text(action))
+
+    def _step(self, action: str) -> StepReturn:
+        """Apply one text action (a ``str`` without surrogates); leave the env unchanged where it raises.
+
+        Every env implements this, unless it overrides :meth:`step` whole (then it cleans and checks its action
+        itself); it is not an ``abc.abstractmethod`` so that such an env still instantiates.
+        """
+        raise NotImplementedError(f"{type(self).__name__} implements neither _step nor step")
 
     @abc.abstractmethod
     def snapshot(self) -> EnvState:

@@ -58,13 +58,21 @@ class ToyEnv(TextEnv):
         self._feedback = "The keypad is dark."
         return self._obs(), self._info()
 
-    def step(self, action: str) -> StepReturn:
+    def _step(self, action: str) -> StepReturn:
         if self._task_id is None:
             raise RuntimeError("call reset before step")
         if action == "crash":
             os._exit(1)
         if action == "hang":
             time.sleep(self.hang_s)
+        before = (self._steps, self._checksum, self._entered, self._feedback, self._done)
+        try:
+            return self._advance(action)
+        except BaseException:
+            self._steps, self._checksum, self._entered, self._feedback, self._done = before  # did not happen
+            raise
+
+    def _advance(self, action: str) -> StepReturn:
         self._steps += 1
         self._checksum = (self._checksum * 31 + sum(map(ord, action)) + 7) % _PRIME
         code = self._codes[self._task_id]

@@ -142,27 +142,31 @@ class AlfWorldEnv(TextEnv):
         self._obs = intro
         self._task = intro.split(_TASK_MARK, 1)[1].strip()
 
-    def step(self, action: str) -> StepReturn:
+    def _step(self, action: str) -> StepReturn:
         if self._task_id is None:
             raise RuntimeError("call reset before step")
-        if not isinstance(action, str):
-            raise TypeError(f"an ALFWorld action is a string, got {type(action).__name__}")
         if self._won or len(self._actions) >= self.max_steps:
             raise RuntimeError(f"the episode of '{self._task_id}' is over; call reset or restore")
-        state, index = self._engine.step(action)
+        try:
+            state, index = self._engine.step(action)
+            won, info = bool(state["won"]), self._info(len(self._actions) + 1)
+        except BaseException:
+            # the engine may be half-stepped: put it back to the state this env's fields still name
+            self.restore(self.snapshot())
+            raise
         self._actions.append(action)
         self._ops.append(index)
-        self._obs = state.feedback
-        self._won = bool(state["won"])
+        self._obs, self._won = state.feedback, won
+        info["won"] = won
         truncated = not self._won and len(self._actions) >= self.max_steps
-        return self._obs, self.win_reward if self._won else 0.0, self._won, truncated, self._info()
+        return self._obs, self.win_reward if self._won else 0.0, self._won, truncated, info
 
-    def _info(self) -> dict[str, Any]:
+    def _info(self, step: int | None = None) -> dict[str, Any]:
         return {
             "won": self._won,
             "admissible_actions": list(self._engine.state["admissible_commands"]),
             "task": self._task,
-            "step": len(self._actions),
+            "step": len(self._actions) if step is None else step,
         }
 
     def expert_actions(self) -> list[str]:

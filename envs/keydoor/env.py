@@ -427,20 +427,23 @@ class KeyDoorEnv(TextEnv):
         self._state = initial_state(1)[0]
         return self._observe()
 
-    def step(self, action: str) -> StepReturn:
+    def _step(self, action: str) -> StepReturn:
         if self._state is None:
             raise RuntimeError("call reset first")
         if self._state[0] >= min(self.task.num_turns, self.max_steps):
             raise RuntimeError("the episode is over; call reset")
-        if not isinstance(action, str):
-            raise TypeError(f"a KeyDoor action is a string, got {type(action).__name__}")
         code = ACTIONS.index(action.strip()) if action.strip() in ACTIONS else len(ACTIONS)
         if code == len(ACTIONS):
             # An unknown action wastes the turn like "look around" (feedback, no exception).
             code = ACTIONS.index("look around")
         task = np.array([self._task])
-        self._state = step_batch(self.table, task, self._state[None], np.array([code]))[0]
-        obs, info = self._observe()
+        before = self._state
+        self._state = step_batch(self.table, task, before[None], np.array([code]))[0]
+        try:
+            obs, info = self._observe()
+        except BaseException:
+            self._state = before  # a step that raised did not happen
+            raise
         terminated = int(self._state[0]) >= self.task.num_turns
         truncated = not terminated and int(self._state[0]) >= self.max_steps
         return obs, float(info["won"]), terminated, truncated, info

@@ -312,21 +312,24 @@ class WebShopEnv(TextEnv):
         self._session = Session(goal_id=self.goal(task_id).goal_id)
         return self._observe()
 
-    def step(self, action: str) -> StepReturn:
-        s = self._session
-        if s is None:
+    def _step(self, action: str) -> StepReturn:
+        before = self._session
+        if before is None:
             raise RuntimeError("WebShopEnv.step before reset or restore")
-        if s.page == "done" or s.steps >= self.max_steps:
+        if before.page == "done" or before.steps >= self.max_steps:
             raise RuntimeError("WebShopEnv.step after the episode ended; reset or restore first")
-        if not isinstance(action, str):
-            raise TypeError(f"a WebShopEnv action is a string, got {type(action).__name__}")
-        s.steps += 1
-        s.notice = None
+        # the step works on a copy, kept only once its page is rendered: a search that raises changes nothing
+        s = dataclasses.replace(before, options=dict(before.options), steps=before.steps + 1, notice=None)
         original = self.pages == "original"
         parsed = parse_action_original(action) if original else parse_action(action)
         if not self._apply(s, parsed) and not original:  # the original shows the page unchanged, without a word
             s.notice = " ".join(action.split())[:MAX_NOTICE_CHARS]
-        obs, info = self._observe()
+        self._session = s
+        try:
+            obs, info = self._observe()
+        except BaseException:
+            self._session = before
+            raise
         terminated = s.page == "done"
         truncated = not terminated and s.steps >= self.max_steps
         return obs, info["reward"] if terminated else 0.0, terminated, truncated, info
