@@ -3,8 +3,19 @@
 import math
 
 import pytest
+from scipy import stats
 
-from prover_verl.eval.equal_cost import auc_to, break_even, paired, steps_to, success_at, verdict
+from prover_verl.eval.equal_cost import (
+    HEADLINE_COLUMNS,
+    auc_to,
+    break_even,
+    headline_rows,
+    headline_table,
+    paired,
+    steps_to,
+    success_at,
+    verdict,
+)
 
 CURVE = [
     {"update": 0, "env_steps": 0.0, "success": 0.1},
@@ -85,3 +96,30 @@ def test_break_even_resamples_within_the_dial_setting_not_the_measured_rate():
     low, high = out["interval"]
     assert low <= out["hit_rate"] <= high and 0.0 < low < high < 1.0
     assert out["points"][2] == ["oracle0.5", 1, 0.52, 0.0]
+
+
+def _run(seed, points):
+    curve = [{"update": u, "env_steps": e, "success": s} for u, (e, s) in enumerate(points)]
+    return {"seed": seed, "curve": curve, "env_steps": curve[-1]["env_steps"]}
+
+
+def test_headline_rows_read_every_method_at_the_baselines_budget_paired_by_seed():
+    runs = {  # GRPO: 100 env steps an update, ProVer 125; GRPO's median final env steps (200) is the budget
+        "grpo": [_run(1, [(0, 0.1), (100, 0.2), (200, 0.4)]), _run(2, [(0, 0.2), (100, 0.2), (200, 0.3)])],
+        "prover": [_run(1, [(0, 0.1), (125, 0.5), (250, 0.9)]), _run(2, [(0, 0.2), (125, 0.6), (250, 0.8)])],
+        "unlisted": [_run(1, [(0, 0.0), (50, 1.0)])],
+    }
+    rows = headline_rows("bench", runs, ["grpo", "absent", "prover"], "grpo")
+    # at 200 env steps ProVer is read at its update-1 point (0.5, 0.6); per seed +0.1, +0.3: mean 0.2, sem 0.1, t 2
+    p = 2 * stats.t.sf(2.0, df=1)
+    assert rows == [
+        ["bench", "grpo", "2", "0.350 ± 0.050", "—", "×1.00"],
+        ["bench", "prover", "2", "0.550 ± 0.050", f"+0.200 ± 0.100, p {p:.2g} (within noise)", "×1.25"],
+    ]
+    table = headline_table(rows).splitlines()
+    assert table[0] == "| " + " | ".join(HEADLINE_COLUMNS) + " |" and len(table) == 4
+    assert table[3] == "| " + " | ".join(rows[1]) + " |"
+    with pytest.raises(ValueError, match="no 'GRPO' runs"):
+        headline_rows("bench", runs, ["prover"], "GRPO")
+    with pytest.raises(ValueError, match="2 cells"):
+        headline_table([["a", "b"]])
