@@ -3,6 +3,7 @@
     python benchmarks/credit_assignment.py --suite main            # same as python -m prover_verl.demo
     python benchmarks/credit_assignment.py --suite ablations       # k, coef, segment_side, min_estimate
     python benchmarks/credit_assignment.py --suite ablations --only k,coef --judge noisy:1.0 --seeds 3
+    python benchmarks/credit_assignment.py --only continuations --judge noisy:1.0   # train_on_continuations
 
 Each ablation changes one knob of the ``ProverConfig`` defaults (k=2, coef=2, segment_side=success,
 min_estimate=0) and runs against GRPO with the same seeds and updates; the table and JSON go to ``--out``.
@@ -26,6 +27,7 @@ ABLATIONS = {
     "coef": ("coef", (0.5, 1.0, 2.0, 4.0)),
     "side": ("segment_side", ("success", "failure", "any")),
     "min_estimate": ("min_estimate", (0.0, 0.5)),  # K=2 estimates are multiples of 0.5
+    "continuations": ("train_on_continuations", (False, True)),  # also train on the verifier's continuations
 }
 
 
@@ -53,7 +55,10 @@ def parse_base(text: str) -> dict:
             raise argparse.ArgumentTypeError(
                 f"--base expects field=value with a field of {sorted(known)}, got {item!r}"
             )
-        fields[key] = value if key == "segment_side" else (int(value) if key == "k" else float(value))
+        if key == "train_on_continuations":
+            fields[key] = {"true": True, "false": False}.get(value.lower(), value)  # else the config names it
+        else:
+            fields[key] = value if key == "segment_side" else (int(value) if key == "k" else float(value))
     return fields
 
 

@@ -98,6 +98,10 @@ class ProverConfig:
             segment without verifying it, ``random_segment`` verifies a random segment instead of the judge's,
             ``every_turn`` verifies every turn of the pair's trajectory (on ``segment_side``).
         judge_only_estimate: The fixed estimate a ``judge_only`` segment is credited with, in (0, 1].
+        train_on_continuations: Also train on the verifier's continuations: each fork point's ``k`` continuations
+            form a group whose policy tokens after the fork get outcome minus group mean
+            (:mod:`prover_verl.core.continuations`); stale ones are never trained. Implemented in the CPU demo;
+            verl's agent loop refuses it until it returns the continuations as outputs.
         judge: The judge's settings.
         log_dir: If set, every group ProVer looks at is logged there as one JSON line (the pair shown to the judge,
             its answer, the continuations' outcomes, the credit: :mod:`prover_verl.eval.group_log`), for
@@ -115,6 +119,7 @@ class ProverConfig:
     verify_timeout_s: float = 900.0
     ablation: str = "none"
     judge_only_estimate: float = 1.0
+    train_on_continuations: bool = False
     judge: JudgeConfig = dataclasses.field(default_factory=JudgeConfig)
     log_dir: str | None = None
     log_max_chars: int = 1000
@@ -169,6 +174,12 @@ class ProverConfig:
             "judge_only_estimate",
             self.judge_only_estimate,
             f"above min_estimate={self.min_estimate} (else nothing is ever credited)",
+        )
+        _check(
+            isinstance(self.train_on_continuations, bool),
+            "train_on_continuations",
+            self.train_on_continuations,
+            "true or false",
         )
         _check(
             self.log_dir is None or (isinstance(self.log_dir, str) and os.path.isabs(self.log_dir)),

@@ -46,6 +46,7 @@ def test_agentic_judge_config():
         ({"ablation": "judge_only", "judge_only_estimate": 1.5}, r"judge_only_estimate must be a number in \(0, 1\]"),
         ({"judge_only_estimate": 0.5}, "judge_only_estimate must be left at 1.0 unless ablation=judge_only"),
         ({"ablation": "judge_only", "judge_only_estimate": 0.5, "min_estimate": 0.5}, "above min_estimate"),
+        ({"train_on_continuations": "yes"}, "algorithm.prover.train_on_continuations must be true or false"),
         ({"log_dir": ""}, "algorithm.prover.log_dir must be null or an absolute path"),
         ({"log_dir": "runs/log"}, "algorithm.prover.log_dir must be null or an absolute path"),
         ({"log_max_chars": 8}, "algorithm.prover.log_max_chars must be an integer >= 16"),

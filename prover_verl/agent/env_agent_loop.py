@@ -99,6 +99,11 @@ class EnvAgentLoop(AgentLoopBase):
         self.env_config = EnvConfig.from_mapping(self.config.get("env"))
         self.prover = ProverConfig.from_algorithm_config(self.config.algorithm)
         self.use_prover = self.config.algorithm.adv_estimator == "prover"
+        if self.use_prover and self.prover.train_on_continuations:
+            raise ValueError(
+                "algorithm.prover.train_on_continuations=true is implemented in the CPU demo only: this agent loop "
+                "does not yet return the verifier's continuations as outputs (issue 39, item 4)"
+            )
         self.use_gigpo = self.config.algorithm.adv_estimator == GIGPO
         self.response_length = self.rollout_config.response_length
         self.group_size = self.rollout_config.n

@@ -3,6 +3,7 @@
 Nothing here imports verl; these functions are what the verl estimator, the CPU demo and the tests share.
 """
 
+from prover_verl.core.continuations import fork_group_advantage, fork_token_advantages
 from prover_verl.core.credit import (
     FixedCredit,
     ForkOutcome,
@@ -21,6 +22,8 @@ __all__ = [
     "SegmentCredit",
     "credit_tensor",
     "estimate_stderr",
+    "fork_group_advantage",
+    "fork_token_advantages",
     "gigpo_advantage",
     "group_outcome_advantage",
     "merge_credit",

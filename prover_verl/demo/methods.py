@@ -29,9 +29,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from envs.keydoor.env import MAX_TURNS
+from envs.keydoor.env import MAX_TURNS, NUM_FEATURES
 from prover_verl.config import GiGPOConfig, ProverConfig
-from prover_verl.core import credit_tensor, gigpo_advantage, group_outcome_advantage, merge_credit
+from prover_verl.core import (
+    credit_tensor,
+    fork_group_advantage,
+    gigpo_advantage,
+    group_outcome_advantage,
+    merge_credit,
+)
 from prover_verl.demo.rollout import Rollouts, Simulator, action_position
 from prover_verl.judge.base import Judge
 from prover_verl.metrics import ProverStats
@@ -82,6 +88,45 @@ def _groups(rollouts: Rollouts) -> dict[int, list[int]]:
     return rows
 
 
+@dataclasses.dataclass(frozen=True)
+class PlayedContinuation:
+    """One continuation the verifier played, recorded for training on it.
+
+    Attributes:
+        fork: ``(group, row, turn)``: the fork point (the trajectory's batch row and the actions taken before it).
+        won: Its outcome.
+        features: ``(steps, NUM_FEATURES)`` the policy's input at each of its actions.
+        actions: ``(steps,)`` the actions it took.
+    """
+
+    fork: tuple[int, int, int]
+    won: bool
+    features: np.ndarray
+    actions: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True)
+class ContinuationTokens:
+    """Policy tokens of the verifier's continuations with their fork-group advantages (``train_on_continuations``).
+
+    Attributes:
+        features: ``(tokens, NUM_FEATURES)``.
+        actions: ``(tokens,)``.
+        advantages: ``(tokens,)`` outcome minus the fork group's mean, per token of a continuation.
+        continuations: How many continuations they came from.
+    """
+
+    features: torch.Tensor
+    actions: torch.Tensor
+    advantages: torch.Tensor
+    continuations: int
+
+    @classmethod
+    def empty(cls) -> ContinuationTokens:
+        """No tokens."""
+        return cls(torch.zeros(0, NUM_FEATURES), torch.zeros(0, dtype=torch.long), torch.zeros(0), 0)
+
+
 class ContinuationBatch:
     """Plays the continuations that the group steps of one update ask for as one batched simulation.
 
@@ -90,9 +135,11 @@ class ContinuationBatch:
     (group, fork point, continuation) whatever order the coroutines asked in, so that runs are reproducible.
     """
 
-    def __init__(self, rollouts: Rollouts, sim: Simulator, rng: np.random.Generator):
+    def __init__(self, rollouts: Rollouts, sim: Simulator, rng: np.random.Generator, record: bool = False):
         self.rollouts, self.sim, self.rng = rollouts, sim, rng
         self.pending: list[tuple[tuple[int, int, int], int, asyncio.Future]] = []
+        self.record = record
+        self.played: list[PlayedContinuation] = []
 
     def fork(self, group: int, rows: Sequence[int]) -> ForkFn:
         """The continuation function of group ``group``, whose ``traj_id`` ``t`` is batch row ``rows[t]``."""
@@ -127,12 +174,41 @@ class ContinuationBatch:
         turns = np.array([key[1] for key, _, _ in requests])
         task = self.rollouts.task[rows]
         before = self.sim.env_steps
-        won = self.sim.continue_from(task, self.rollouts.states[rows, turns], self.rng)
+        steps_of: list[list[tuple[np.ndarray, int]]] = [[] for _ in requests]
+
+        def record(idx, _before, feats, acts, _after):
+            for i, f, a in zip(idx.tolist(), feats, acts.tolist(), strict=True):
+                steps_of[i].append((f, a))
+
+        recording = {"record": record} if self.record else {}
+        won = self.sim.continue_from(task, self.rollouts.states[rows, turns], self.rng, **recording)
         steps = self.sim.table.num_turns[task] - turns  # a KeyDoor episode always lasts its task's T turns
         if int(steps.sum()) != self.sim.env_steps - before:
             raise RuntimeError("continuations did not take T - t steps each")
-        for (_, _, future), outcome, taken in zip(requests, won.tolist(), steps.tolist(), strict=True):
+        for (key, row, future), outcome, taken, played in zip(requests, won.tolist(), steps.tolist(), steps_of,
+                                                               strict=True):  # fmt: skip
+            if self.record:
+                features = np.stack([f for f, _ in played]) if played else np.zeros((0, NUM_FEATURES), np.float32)
+                actions = np.array([a for _, a in played], dtype=np.int64)
+                self.played.append(PlayedContinuation((key[0], row, key[1]), bool(outcome), features, actions))
             future.set_result(Continuation(bool(outcome), int(taken), int(taken)))  # one token per action
+
+    def training_tokens(self) -> ContinuationTokens:
+        """The recorded continuations as training tokens: each fork point's continuations form a group, and every
+        action a continuation took after its fork gets its outcome minus the group's mean
+        (:func:`~prover_verl.core.fork_group_advantage`; none is stale here: the policy does not change within a
+        batch)."""
+        if not self.played:
+            return ContinuationTokens.empty()
+        outcomes = torch.tensor([float(p.won) for p in self.played], dtype=torch.float64)
+        advantage = fork_group_advantage(outcomes, [p.fork for p in self.played]).to(torch.float32)
+        lengths = torch.tensor([len(p.actions) for p in self.played])
+        return ContinuationTokens(
+            features=torch.from_numpy(np.concatenate([p.features for p in self.played])),
+            actions=torch.from_numpy(np.concatenate([p.actions for p in self.played])),
+            advantages=torch.repeat_interleave(advantage, lengths),
+            continuations=len(self.played),
+        )
 
 
 def prover_advantages(
@@ -143,6 +219,7 @@ def prover_advantages(
     rng: np.random.Generator,
     loop: asyncio.AbstractEventLoop,
     norm_by_std: bool = True,
+    continuation_tokens: list[ContinuationTokens] | None = None,
 ) -> tuple[torch.Tensor, ProverStats, int]:
     """ProVer's advantages for one batch of rollout groups: :func:`~prover_verl.verify.group_step` on each group.
 
@@ -154,13 +231,17 @@ def prover_advantages(
         rng: Draws the continuations' actions.
         loop: Event loop the group steps run on.
         norm_by_std: GRPO's std normalisation (also scales the credit by the row's ``1 / (std + eps)``).
+        continuation_tokens: With ``config.train_on_continuations`` (required then), receives the verifier's
+            continuations as :class:`ContinuationTokens` (:meth:`ContinuationBatch.training_tokens`).
 
     Returns:
         The advantages, the summed counters and how many verified proposals contain the true pivotal turn.
     """
     advantages, std = grpo_advantages(rollouts, norm_by_std)
     mask = rollouts.response_mask()
-    batch = ContinuationBatch(rollouts, sim, rng)
+    if config.train_on_continuations and continuation_tokens is None:
+        raise ValueError("train_on_continuations needs a continuation_tokens list to put the tokens in")
+    batch = ContinuationBatch(rollouts, sim, rng, record=config.train_on_continuations)
     groups = list(_groups(rollouts).values())
     steps = [
         group_step(
@@ -173,6 +254,8 @@ def prover_advantages(
         for g, rows in enumerate(groups)
     ]
     results = loop.run_until_complete(batch.run(steps))
+    if config.train_on_continuations:
+        continuation_tokens.append(batch.training_tokens())
     stats, hits, segments = ProverStats(), 0, []
     for rows, step in zip(groups, results, strict=True):
         stats.add(step.stats)

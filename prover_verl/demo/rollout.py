@@ -11,6 +11,7 @@ action one policy token (``response_mask`` 1) and each observation :data:`OBS_TO
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -134,11 +135,17 @@ class Simulator:
             task, group, states, features, actions, self.table.num_turns[task], won_batch(self.table, task, final)
         )
 
-    def continue_from(self, task: np.ndarray, state: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Play each row from ``state`` (a fork point) to the end; return the outcomes ``(rows,)`` bool."""
+    def continue_from(
+        self, task: np.ndarray, state: np.ndarray, rng: np.random.Generator, record: Callable | None = None
+    ) -> np.ndarray:
+        """Play each row from ``state`` (a fork point) to the end; return the outcomes ``(rows,)`` bool.
+
+        ``record(idx, before, features, actions, after)``, if given, is called after every step with the rows
+        that took it (indices into this batch), their states before and after and the policy's inputs and actions.
+        """
         if len(task) == 0:
             return np.zeros(0, dtype=bool)
-        return won_batch(self.table, task, self._play(task, state.copy(), rng, greedy=False))
+        return won_batch(self.table, task, self._play(task, state.copy(), rng, greedy=False, record=record))
 
     def evaluate(self, task: np.ndarray, rng: np.random.Generator, greedy: bool) -> float:
         """Success rate of one episode per row; these steps are measurement and are not counted."""

@@ -17,6 +17,7 @@ from envs.keydoor.env import TaskTable, task_family
 from prover_verl import judge as _judge  # noqa: F401  (registers the noisy judge)
 from prover_verl.config import GiGPOConfig, ProverConfig
 from prover_verl.demo.methods import (
+    ContinuationTokens,
     credit_summary,
     gigpo_advantages,
     grpo_advantages,
@@ -120,7 +121,9 @@ def train(config: RunConfig) -> dict[str, Any]:
 
     The curve has one point per evaluation: ``update``, cumulative ``env_steps`` (main rollouts plus
     verifier/Monte-Carlo continuations), ``main_steps``, ``extra_steps``, sampled ``success`` and
-    ``greedy_success`` on the held-out tasks, and the training batch's success rate ``train_success``.
+    ``greedy_success`` on the held-out tasks, and the training batch's success rate ``train_success``. With
+    ``train_on_continuations`` the verifier's continuations are trained on too (their env steps are already in
+    ``extra_steps``; ``continuation_tokens`` counts their tokens).
     """
     start = time.perf_counter()
     torch.manual_seed(config.seed)
@@ -140,6 +143,8 @@ def train(config: RunConfig) -> dict[str, Any]:
     totals = ProverStats()
     judge_hits = 0
     main_steps = 0
+    extra_tokens: list[ContinuationTokens] = []  # train_on_continuations: filled by prover_advantages
+    continuation_tokens = 0
     curve: list[dict[str, Any]] = []
     train_success = None
 
@@ -172,7 +177,7 @@ def train(config: RunConfig) -> dict[str, Any]:
                 stats = ProverStats(groups=config.groups)
             elif method.kind == "prover":
                 advantages, stats, hits = prover_advantages(
-                    rollouts, sim, judge, method.prover, extra_rng, loop, norm_by_std=config.norm_by_std
+                    rollouts, sim, judge, method.prover, extra_rng, loop, config.norm_by_std, extra_tokens
                 )
                 judge_hits += hits
             elif method.kind == "gigpo":
@@ -185,6 +190,12 @@ def train(config: RunConfig) -> dict[str, Any]:
             per_turn = turn_values(advantages, rollouts)[valid]
             features = torch.from_numpy(rollouts.features)[valid]
             actions = torch.from_numpy(rollouts.actions)[valid]
+            for extra in extra_tokens:  # train_on_continuations: the verifier's continuations, in the same mean
+                per_turn = torch.cat([per_turn, extra.advantages])
+                features = torch.cat([features, extra.features])
+                actions = torch.cat([actions, extra.actions])
+                continuation_tokens += len(extra.actions)
+            extra_tokens.clear()
             loss = policy_gradient_loss(policy, features, actions, per_turn)
             optimizer.zero_grad()
             loss.backward()
@@ -203,6 +214,7 @@ def train(config: RunConfig) -> dict[str, Any]:
         "extra_steps": totals.verify_env_steps,
         "env_steps": main_steps + totals.verify_env_steps,
         "credit": credit_summary(totals, judge_hits),
+        "continuation_tokens": continuation_tokens,
         "wall_s": time.perf_counter() - start,
     }
 

@@ -395,7 +395,9 @@ def test_benchmark_ablations_change_one_knob_each():
     assert sorted(changed) == sorted(
         ["ProVer k=4", "ProVer k=8", "ProVer coef=0.5", "ProVer coef=1.0", "ProVer coef=4.0"]
         + ["ProVer segment_side=failure", "ProVer segment_side=any", "ProVer min_estimate=0.5"]
+        + ["ProVer train_on_continuations=True"]
     )
+    assert changed["ProVer train_on_continuations=True"] == dataclasses.replace(default, train_on_continuations=True)
     assert changed["ProVer k=4"] == dataclasses.replace(default, k=4)
     assert changed["ProVer segment_side=any"] == dataclasses.replace(default, segment_side="any")
     based = bench.ablation_methods(["k"], ("heuristic", None), bench.parse_base("k=4,coef=1.0"))
