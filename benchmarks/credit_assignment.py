@@ -13,14 +13,19 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from prover_verl.config import ProverConfig
-from prover_verl.demo.__main__ import add_run_arguments, execute, run_configs, settings_of
-from prover_verl.demo.report import HEADER, write_report
-from prover_verl.demo.train import MethodSpec, default_methods
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.provenance import code_commit, command_line  # noqa: E402
+from prover_verl.config import ProverConfig  # noqa: E402
+from prover_verl.demo.__main__ import add_run_arguments, execute, run_configs, settings_of  # noqa: E402
+from prover_verl.demo.report import HEADER, write_report  # noqa: E402
+from prover_verl.demo.train import MethodSpec, default_methods  # noqa: E402
 
 ABLATIONS = {
     "k": ("k", (2, 4, 8)),
@@ -103,6 +108,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     configs = run_configs(args, methods)
     print(HEADER, file=sys.stderr, flush=True)
     report = write_report(execute(configs, args.workers), args.out, settings_of(configs), args.target)
+    saved = json.loads((args.out / "results.json").read_text())  # what ran, for committed results files
+    provenance = {"command": command_line("benchmarks/credit_assignment.py", argv), "commit": code_commit()}
+    (args.out / "results.json").write_text(json.dumps(provenance | saved, indent=1) + "\n")
     print(report["table"])
     print(f"\nResults written to {args.out.resolve()}")
 
