@@ -11,7 +11,11 @@ room (the last turn).
 
 So the outcome hinges on one decision (the key room), with a little noise from drops after it, and the turns
 before the key room do not matter at all: the setting in which an outcome advantage smeared over every turn is
-mostly noise.
+mostly noise. Two knobs of :func:`task_family` shape that credit problem (issue 39): ``distractors``, the number of
+filler rooms before the key room (each a choice among nine actions that leave the outcome as it was), and
+``guard``, a guard room after the key room who takes any key held as the agent leaves it, so that winning needs a
+second decision (pocket the key before leaving the guard room, take it back after), and a failure's cause differs
+between episodes.
 
 Two views of the same transition function:
 
@@ -49,10 +53,11 @@ DROP = ACTIONS.index("drop key")
 MIN_TURNS, MAX_TURNS = 6, 10
 NONE = -1
 
-# Rooms.
-CORRIDOR, NOTE, KEYS, DOOR = range(4)
+# Rooms. GUARD (the second pivot of the ``guard`` variant) is a corridor without a carpet in the policy's features.
+CORRIDOR, NOTE, KEYS, DOOR, GUARD = range(5)
 # Events: what the last action did (shown at the start of the next observation).
 EV_START, EV_TOOK, EV_LEFT_KEYS, EV_DROPPED, EV_TOOK_BACK, EV_NO_KEY, EV_NOTHING, EV_EMPTY_DROP = range(8)
+EV_CONFISCATED = 8
 STATE_FIELDS = ("turn", "held", "pocket", "event")
 NUM_FEATURES = MAX_TURNS + 4 + 4 * (len(COLOURS) + 1)
 
@@ -69,7 +74,10 @@ class KeyDoorTask:
         note_turn: Room with the note naming the door's key colour.
         pivot_turn: Room with the keys (the pivotal decision), after the note and before the door.
         door: Colour index (into :data:`COLOURS`) of the key that opens the door.
-        carpets: Carpet colour of each room (``-1`` in the note, key and door rooms).
+        carpets: Carpet colour of each room (``-1`` in the note, key, guard and door rooms).
+        guard_turn: Room with a guard who takes any key held as the agent leaves it (``-1``: none), after the key
+            room and before the door: the key must be pocketed before it and taken back after it (a second
+            necessary decision). Out of the repr, so that a task without a guard has the repr it always had.
     """
 
     task_id: str
@@ -78,6 +86,7 @@ class KeyDoorTask:
     pivot_turn: int
     door: int
     carpets: tuple[int, ...]
+    guard_turn: int = dataclasses.field(default=NONE, repr=False)
 
     def __post_init__(self):
         if not MIN_TURNS <= self.num_turns <= MAX_TURNS:
@@ -89,11 +98,18 @@ class KeyDoorTask:
             )
         if not 0 <= self.door < len(COLOURS) or len(self.carpets) != self.num_turns:
             raise ValueError(f"{self.task_id}: bad door colour {self.door} or {len(self.carpets)} carpets")
+        if self.guard_turn != NONE and not self.pivot_turn < self.guard_turn <= self.num_turns - 2:
+            raise ValueError(
+                f"{self.task_id}: need pivot_turn < guard_turn <= num_turns - 2, got guard {self.guard_turn}, "
+                f"pivot {self.pivot_turn}, {self.num_turns} turns"
+            )
 
     def room(self, turn: int) -> int:
         """Room type at ``turn`` (a note hung in the key room leaves it the key room)."""
         if turn == self.pivot_turn:
             return KEYS
+        if turn == self.guard_turn:
+            return GUARD
         if turn == self.note_turn:
             return NOTE
         if turn == self.num_turns - 1:
@@ -107,15 +123,22 @@ def make_task(
     doors: int = len(COLOURS),
     note_at_keys: bool = False,
     early_pivot: bool = False,
+    distractors: int | None = None,
+    guard_rng: np.random.Generator | None = None,
 ) -> KeyDoorTask:
     """Draw one task: length, note and key-room positions, door colour (one of the first ``doors`` colours) and
     carpets.
 
     ``early_pivot`` fixes the longest corridor with the key room second, so eight filler rooms follow the decision
     before the outcome; ``note_at_keys`` hangs the note in the key room, so the right key is read in the same
-    observation as it is taken (see :func:`task_family`).
+    observation as it is taken (see :func:`task_family`). ``distractors`` fixes the longest corridor with that many
+    filler rooms before the key room (``early_pivot`` is ``distractors=1``): rooms whose every action leaves the
+    outcome as it was, where a policy samples among nine equivalent choices. ``guard_rng`` adds a guard room after
+    the key room, drawn from its own stream so that the other draws are those of the family without it.
     """
-    if early_pivot:
+    if distractors is not None:
+        num_turns, pivot = MAX_TURNS, distractors
+    elif early_pivot:
         num_turns, pivot = MAX_TURNS, 1
     else:
         num_turns = int(rng.integers(MIN_TURNS, MAX_TURNS + 1))
@@ -123,7 +146,12 @@ def make_task(
     note = pivot if note_at_keys else int(rng.integers(0, pivot))
     special = {note, pivot, num_turns - 1}
     carpets = tuple(NONE if t in special else int(rng.integers(len(COLOURS))) for t in range(num_turns))
-    return KeyDoorTask(task_id, num_turns, note, pivot, int(rng.integers(doors)), carpets)
+    door = int(rng.integers(doors))
+    if guard_rng is None:
+        return KeyDoorTask(task_id, num_turns, note, pivot, door, carpets)
+    guard_turn = int(guard_rng.integers(pivot + 1, num_turns - 1))
+    carpets = tuple(NONE if t == guard_turn else c for t, c in enumerate(carpets))
+    return KeyDoorTask(task_id, num_turns, note, pivot, door, carpets, guard_turn)
 
 
 def task_family(
@@ -133,6 +161,8 @@ def task_family(
     doors: int = len(COLOURS),
     note_at_keys: bool = False,
     early_pivot: bool = False,
+    distractors: int | None = None,
+    guard: bool = False,
 ) -> list[KeyDoorTask]:
     """Return ``count`` tasks of a split (``train`` or ``eval``); the splits draw from disjoint random streams.
 
@@ -141,15 +171,26 @@ def task_family(
     colour, which the 2-layer tiny model of the CPU loop does not learn in minutes (docs/method.md, "Learning in
     verl's real loop"). ``note_at_keys`` and ``early_pivot`` (:func:`make_task`) make the conditional task that
     tiny model can read: the note beside the keys, the decision early and the outcome eight rooms later.
+    ``distractors`` (filler rooms before the key room, in [1, MAX_TURNS - 2], or MAX_TURNS - 3 with ``guard``) and
+    ``guard`` (a second necessary decision) are the knobs of issue 39's credit-assignment variants.
     """
     if not 1 <= doors <= len(COLOURS):
         raise ValueError(f"doors must lie in [1, {len(COLOURS)}], got {doors}")
+    if distractors is not None and not 1 <= distractors <= MAX_TURNS - 2 - int(guard):
+        raise ValueError(f"distractors must be null or lie in [1, {MAX_TURNS - 2 - int(guard)}], got {distractors}")
+    if distractors is not None and early_pivot:
+        raise ValueError("distractors and early_pivot both place the key room: set one")
     if split not in ("train", "eval"):
         raise ValueError(f"split must be 'train' or 'eval', got {split!r}")
     if count < 1:
         raise ValueError(f"count must be >= 1, got {count}")
-    rng = np.random.default_rng([seed, 0 if split == "train" else 1])
-    return [make_task(f"keydoor-{split}-{i:03d}", rng, doors, note_at_keys, early_pivot) for i in range(count)]
+    stream = 0 if split == "train" else 1
+    rng = np.random.default_rng([seed, stream])
+    guard_rng = np.random.default_rng([seed, stream, 1]) if guard else None
+    return [
+        make_task(f"keydoor-{split}-{i:03d}", rng, doors, note_at_keys, early_pivot, distractors, guard_rng)
+        for i in range(count)
+    ]
 
 
 class TaskTable:
@@ -163,6 +204,7 @@ class TaskTable:
         self.note_turn = np.array([t.note_turn for t in tasks], dtype=np.int64)
         self.pivot_turn = np.array([t.pivot_turn for t in tasks], dtype=np.int64)
         self.door = np.array([t.door for t in tasks], dtype=np.int64)
+        self.guard_turn = np.array([t.guard_turn for t in tasks], dtype=np.int64)
         self.carpets = np.full((len(tasks), MAX_TURNS), NONE, dtype=np.int64)
         for i, t in enumerate(tasks):
             self.carpets[i, : t.num_turns] = t.carpets
@@ -171,7 +213,8 @@ class TaskTable:
         return len(self.tasks)
 
     def rooms(self, task: np.ndarray, turn: np.ndarray) -> np.ndarray:
-        """Room type per row (turns past the end count as the door room)."""
+        """Room type per row (turns past the end count as the door room; a guard room counts as a corridor, which
+        the features tell apart by its missing carpet)."""
         room = np.full(task.shape, CORRIDOR, dtype=np.int64)
         room[turn >= self.num_turns[task] - 1] = DOOR
         room[turn == self.note_turn[task]] = NOTE
@@ -191,7 +234,8 @@ def step_batch(table: TaskTable, task: np.ndarray, state: np.ndarray, action: np
     """Apply one action per row; return the new states (the input is not modified).
 
     Rows must not be finished (``turn < num_turns``). Taking a key works in the key room (any colour) or, outside
-    it, for the colour in the pocket; ``drop key`` pockets the held key; everything else does nothing.
+    it, for the colour in the pocket; ``drop key`` pockets the held key; everything else does nothing. Leaving a
+    guard room with a key in hand loses it.
     """
     turn, held, pocket = state[:, 0], state[:, 1], state[:, 2]
     if (turn >= table.num_turns[task]).any():
@@ -219,6 +263,9 @@ def step_batch(table: TaskTable, task: np.ndarray, state: np.ndarray, action: np
     out[drop, 1] = NONE
     event[drop] = EV_DROPPED
     event[(action == DROP) & (held == NONE)] = EV_EMPTY_DROP
+    seized = (turn == table.guard_turn[task]) & (out[:, 1] != NONE)
+    out[seized, 1] = NONE
+    event[seized] = EV_CONFISCATED
     out[:, 3] = event
     return out
 
@@ -268,6 +315,7 @@ _EVENT_TEXT = {
     EV_NO_KEY: "There is no such key here.",
     EV_NOTHING: "You walk on.",
     EV_EMPTY_DROP: "You have nothing to drop.",
+    EV_CONFISCATED: "The guard takes the key from your hands.",
 }
 
 
@@ -288,6 +336,8 @@ def render_observation(task: KeyDoorTask, state: Sequence[int]) -> str:
             where += f" A note beside them reads: the door opens with the {COLOURS[task.door]} key."
     elif room == DOOR:
         where = "A locked door blocks the way."
+    elif room == GUARD:
+        where = "A guard stands here: he takes any key in your hands as you leave."
     else:
         where = f"A corridor with a {COLOURS[task.carpets[turn]]} carpet."
     inventory = f"You hold the {COLOURS[held]} key." if held != NONE else "Your hands are empty."
@@ -350,6 +400,8 @@ class KeyDoorEnv(TextEnv):
         doors: Door colours the family draws from (:func:`task_family`; 1: every door opens with the red key).
         note_at_keys: The note hangs beside the keys (:func:`make_task`).
         early_pivot: The key room is the second of ten, eight filler rooms before the door (:func:`make_task`).
+        distractors: Filler rooms before the key room in a corridor of ten (:func:`make_task`; None: drawn).
+        guard: A guard room after the key room (:func:`make_task`).
         max_steps: Turns before an episode is truncated (default: the longest task's; an episode ends at the door).
     """
 
@@ -366,15 +418,21 @@ class KeyDoorEnv(TextEnv):
         doors: int = len(COLOURS),
         note_at_keys: bool = False,
         early_pivot: bool = False,
+        distractors: int | None = None,
+        guard: bool = False,
     ):
         family = (
-            None if tasks is not None else task_family(split, num_tasks, family_seed, doors, note_at_keys, early_pivot)
+            None
+            if tasks is not None
+            else task_family(split, num_tasks, family_seed, doors, note_at_keys, early_pivot, distractors, guard)
         )
         self.table = TaskTable(tasks if tasks is not None else family)
         super().__init__(max_steps or int(self.table.num_turns.max()))
         narrowed = f", doors={doors}" if doors != len(COLOURS) else ""
         narrowed += ", note at keys" if note_at_keys else ""
         narrowed += ", early pivot" if early_pivot else ""
+        narrowed += f", {distractors} distractor rooms" if distractors is not None else ""
+        narrowed += ", guard" if guard else ""
         self._source = (
             "given tasks" if tasks is not None else f"generated ({split}, family seed {family_seed}{narrowed})"
         )
@@ -385,7 +443,9 @@ class KeyDoorEnv(TextEnv):
 
     def data_fingerprint(self) -> str:
         """The task table's: every task's id and layout."""
-        return hashlib.sha256(repr(self.table.tasks).encode()).hexdigest()[:24]
+        guards = [t.guard_turn for t in self.table.tasks if t.guard_turn != NONE]  # out of the tasks' repr
+        layout = repr(self.table.tasks) + (repr([t.guard_turn for t in self.table.tasks]) if guards else "")
+        return hashlib.sha256(layout.encode()).hexdigest()[:24]
 
     def task_ids(self) -> list[str]:
         return list(self._index)
@@ -467,4 +527,7 @@ class KeyDoorEnv(TextEnv):
         task = self.task
         actions = ["walk on"] * task.num_turns
         actions[task.pivot_turn] = f"take {COLOURS[task.door]} key"
+        if task.guard_turn != NONE:  # pocket the key past the guard, then take it back
+            actions[task.guard_turn] = "drop key"
+            actions[task.guard_turn + 1] = f"take {COLOURS[task.door]} key"
         return actions
