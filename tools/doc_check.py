@@ -1,6 +1,7 @@
 """Check that the README stays short and sourced, and that the docs can be navigated (issue 42).
 
-    python tools/doc_check.py   # print every problem; exit 1 if there is one
+    python tools/doc_check.py           # print every problem; exit 1 if there is one
+    python tools/doc_check.py --fix     # first rewrite each long doc's contents list from its headings
 
 The README:
 
@@ -179,7 +180,9 @@ def opening_problems(text: str, name: str) -> list[str]:
     found = headings(text)
     for level, anchor in found:
         if level == 2 and anchor not in anchors:
-            problems.append(f"{name}: {CONTENTS} does not link its section #{anchor}")
+            problems.append(
+                f"{name}: {CONTENTS} does not link its section #{anchor} (python tools/doc_check.py --fix adds it)"
+            )
     for anchor in set(anchors) - {a for _, a in found}:
         problems.append(f"{name}: {CONTENTS} links #{anchor}, which is no heading of the doc")
     return problems
@@ -204,7 +207,41 @@ def docs_problems(docs: Path) -> list[str]:
     return problems
 
 
-def main(root: Path = ROOT) -> int:
+def contents_list(text: str, levels: tuple[int, ...] = (2,)) -> list[str]:
+    """The contents list of the doc ``text``: a link to every heading of ``levels``, nested by level."""
+    lines = []
+    for line in without_code(text).splitlines():
+        match = re.match(r"(#{2,6}) (.+)", line)
+        if match and len(match.group(1)) in levels:
+            lines.append("  " * (len(match.group(1)) - 2) + f"- [{match.group(2).strip()}]")
+    anchors = [a for level, a in headings(text) if level in levels]
+    return [f"{line}(#{anchor})" for line, anchor in zip(lines, anchors, strict=True)]
+
+
+def fix_contents(text: str) -> str:
+    """``text`` with the list after its ``**Contents**`` line rewritten from its headings (``##``, and ``###``
+    where the list had nested entries); a doc without that line is returned as is."""
+    lines = text.split("\n")
+    if CONTENTS not in lines:
+        return text
+    start = lines.index(CONTENTS) + 1
+    while start < len(lines) and not lines[start].strip():
+        start += 1
+    end = start
+    while end < len(lines) and re.match(r"\s*[-*] \[", lines[end]):
+        end += 1
+    nested = any(line.startswith(" ") for line in lines[start:end])
+    return "\n".join(lines[:start] + contents_list(text, (2, 3) if nested else (2,)) + lines[end:])
+
+
+def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
+    fix = "--fix" in (sys.argv[1:] if argv is None else argv)
+    if fix:
+        for doc in sorted((root / "docs").glob("*.md")):
+            text = doc.read_text()
+            if len(text.splitlines()) > LONG_DOC_LINES and fix_contents(text) != text:
+                doc.write_text(fix_contents(text))
+                print(f"rewrote the contents of docs/{doc.name}")
     problems = readme_problems((root / "README.md").read_text(), root) + docs_problems(root / "docs")
     for problem in problems:
         print(problem)

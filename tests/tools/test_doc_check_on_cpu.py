@@ -19,7 +19,7 @@ README = (ROOT / "README.md").read_text()
 
 
 def test_the_readme_and_the_docs_pass(capsys):
-    assert doc_check.main(ROOT) == 0, capsys.readouterr().out
+    assert doc_check.main([], ROOT) == 0, capsys.readouterr().out
 
 
 def test_the_command_line_exits_1_naming_each_problem(tmp_path):
@@ -135,7 +135,9 @@ def test_a_long_doc_without_contents_or_summary_or_a_section_listed_fails(tmp_pa
     problems = doc_check.docs_problems(folder)
     assert "docs/bare.md: no **Contents** line after its summary (docs over 200 lines need both)" in problems
     assert any(p.startswith("docs/short.md: the summary before **Contents** is 2 non-blank lines") for p in problems)
-    assert "docs/missing.md: **Contents** does not link its section #two" in problems
+    assert "docs/missing.md: **Contents** does not link its section #two (python tools/doc_check.py --fix adds it)" in (
+        problems
+    )
     assert "docs/missing.md: **Contents** links #four, which is no heading of the doc" in problems
     assert "docs/missing.md: links #four, a heading its file does not have" in problems  # as any broken link is
     assert len(problems) == 5
@@ -148,3 +150,18 @@ def test_an_index_that_misses_a_doc_or_no_index_fails(tmp_path):
     assert doc_check.docs_problems(folder) == [
         "docs/README.md: missing (the index saying which doc answers which question)"
     ]
+
+
+def test_fix_rewrites_a_contents_list_from_the_headings_keeping_its_nesting(tmp_path):
+    stale = doc(["One", "Two", "Three"], listed=["One", "Four"])
+    fixed = doc_check.fix_contents(stale)
+    assert fixed == doc(["One", "Two", "Three"])
+    nested = fixed.replace("## Two\n", "## Two\n\n### Two and a half\n").replace("- [Two]", "  - [Two]")
+    assert "  - [Two and a half](#two-and-a-half)" in doc_check.fix_contents(nested).splitlines()
+    assert doc_check.fix_contents("# A\n\nno contents\n") == "# A\n\nno contents\n"
+    shutil.copytree(ROOT / "docs", tmp_path / "docs")  # the repository's docs, and one with a stale list
+    (tmp_path / "docs" / "a.md").write_text(stale)
+    (tmp_path / "docs" / "README.md").write_text((ROOT / "docs" / "README.md").read_text() + "[a](a.md)\n")
+    (tmp_path / "README.md").write_text(README)
+    assert doc_check.main([], tmp_path) == 1
+    assert doc_check.main(["--fix"], tmp_path) == 0 and (tmp_path / "docs" / "a.md").read_text() == fixed
