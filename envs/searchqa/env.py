@@ -65,6 +65,10 @@ class SearchQAEnv(TextEnv):
             given. A search's reply is then kept in the env's state, so a fork restores it without asking again.
         retriever_timeout_s: Seconds one request to ``retriever_url`` may take.
         retriever_retries: Further tries of a failed or timed-out request.
+        retriever_api: The request form ``retriever_url`` takes: ``search_r1`` (``{"queries": [...]}``),
+            ``verl_agent`` (``{"query": ...}``, verl-agent's server) or ``auto`` (the first, else the second where the
+            server refuses it with a 422; :class:`~envs.searchqa.remote.RemoteRetriever`). This project's server takes
+            both.
 
     Raises:
         FileNotFoundError: a data file, split or index is missing (the message names it).
@@ -91,6 +95,7 @@ class SearchQAEnv(TextEnv):
         retriever_url: str | None = None,
         retriever_timeout_s: float = 10.0,
         retriever_retries: int = 2,
+        retriever_api: str = "auto",
     ):
         given = {
             "max_steps": max_steps,
@@ -124,7 +129,7 @@ class SearchQAEnv(TextEnv):
             if corpus_path is not None or index_dir is not None:
                 raise ValueError("give either retriever_url or corpus_path/index_dir, not both")
             self.retriever: Retriever | RemoteRetriever = RemoteRetriever(
-                retriever_url, retriever_timeout_s, retriever_retries
+                retriever_url, retriever_timeout_s, retriever_retries, api=retriever_api
             )
         else:
             # keyed by the data; where its index is cached does not matter
@@ -178,16 +183,18 @@ class SearchQAEnv(TextEnv):
         self._question, self._turns = self._task(task_id), []
         return self._observe()
 
-    def step(self, action: str) -> StepReturn:
+    def _step(self, action: str) -> StepReturn:
         if self._question is None:
             raise RuntimeError("SearchQAEnv.step before reset or restore")
         if self._over():
             raise RuntimeError("SearchQAEnv.step after the episode ended; reset or restore first")
-        if not isinstance(action, str):
-            raise TypeError(f"a SearchQAEnv action is a string, got {type(action).__name__}")
         turn = self.dialect.parse(action)
         self._turns.append(turn)
-        obs, info = self._observe()
+        try:
+            obs, info = self._observe()  # sets self._obs only once the reply is there
+        except BaseException:
+            self._turns.pop()  # a search that raised (a retriever down): the step did not happen
+            raise
         terminated = turn.kind == "answer"
         truncated = not terminated and len(self._turns) >= self.max_steps
         return obs, self._reward(info) if terminated or truncated else 0.0, terminated, truncated, info

@@ -1,4 +1,5 @@
-"""Retrieval from a server with Search-R1's API (``POST /retrieve``), the dense e5 retriever of the paper setting.
+"""Retrieval from a server with Search-R1's API (``POST /retrieve``), the dense e5 retriever of the paper setting,
+or verl-agent's (the same route and reply, one ``"query"`` a request; see :class:`RemoteRetriever`'s ``api``).
 
 Search-R1's ``retrieval_server.py`` (and ``python -m envs.searchqa.server`` here, over the local BM25 index) takes
 ``{"queries": [...], "topk": k, "return_scores": true}`` and answers ``{"result": [[hit, ...], ...]}``, one list
@@ -10,6 +11,7 @@ SearchQAEnv`), so a fork never asks the server again and cannot see a different 
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import time
 import urllib.error
@@ -23,14 +25,24 @@ class RetrieverError(RuntimeError):
     """The retrieval server is down, too slow, or answered with an error."""
 
 
+APIS = ("auto", "search_r1", "verl_agent")
+RETRIED_STATUSES = (500, 502, 503, 504)  # may pass (an overloaded or restarting server); any other error will not
+
+
 class RemoteRetriever:
-    """Passages from a retrieval server with Search-R1's ``/retrieve`` API.
+    """Passages from a retrieval server with Search-R1's ``/retrieve`` API, or verl-agent's.
 
     Args:
         url: The endpoint, e.g. ``http://127.0.0.1:8000/retrieve``.
         timeout_s: Seconds one request may take.
-        retries: Further tries after a failed or timed-out request (not after a malformed reply or a 4xx).
+        retries: Further tries after a request that failed in a way that may pass: no connection, a timeout,
+            HTTP 500/502/503/504, a reply cut short. A 4xx or another 5xx status, or a malformed reply, fails at
+            once, naming what the server said.
         backoff_s: Wait before the first retry, doubled before each further one.
+        api: The request's form: ``search_r1`` (``{"queries": [q]}``, Search-R1's server and this project's),
+            ``verl_agent`` (``{"query": q}``, verl-agent's server; this project's answers it too), or ``auto``:
+            ``search_r1`` first and, where the server refuses it with a 422 (what each upstream server, on
+            FastAPI, answers to the other's form), ``verl_agent``; the form that is answered is kept (:attr:`api`).
 
     Attributes:
         remote: True: the env keeps each search's passages in its state.
@@ -38,12 +50,15 @@ class RemoteRetriever:
 
     remote = True
 
-    def __init__(self, url: str, timeout_s: float = 10.0, retries: int = 2, backoff_s: float = 0.5):
+    def __init__(self, url: str, timeout_s: float = 10.0, retries: int = 2, backoff_s: float = 0.5, api: str = "auto"):
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"retriever_url must be an http(s) URL, got {url!r}")
         if timeout_s <= 0 or retries < 0 or backoff_s < 0:
             raise ValueError(f"bad retriever timeout_s={timeout_s}, retries={retries} or backoff_s={backoff_s}")
+        if api not in APIS:
+            raise ValueError(f"retriever_api must be one of {', '.join(APIS)}, got {api!r}")
         self.url, self.timeout_s, self.retries, self.backoff_s = url, timeout_s, retries, backoff_s
+        self.api = api  # "auto" until a request of one form is answered
         self._fingerprint: str | None = None  # asked of the server when first needed
         self.requests = 0  # sent, retries included
 
@@ -90,15 +105,39 @@ class RemoteRetriever:
         """The top-``k`` passages the server returns for ``query``.
 
         Raises:
-            RetrieverError: the server is down, timed out on every try, or answered with an HTTP error.
+            RetrieverError: the server is down, timed out or failed on every try, or refused the request (a 4xx:
+                the message has the server's reason).
             ValueError: the reply is not in Search-R1's format (the message says what is wrong).
         """
-        body = json.dumps({"queries": [query], "topk": k, "return_scores": True}).encode()
-        reply = self._post(body)
+        if self.api == "auto":
+            try:
+                reply = self._post(self._body("search_r1", query, k))
+            except _Refused as err:
+                if err.status != 422:
+                    raise err.error() from None
+                try:  # verl-agent's server refuses Search-R1's form with a 422: ask in its own
+                    reply = self._post(self._body("verl_agent", query, k))
+                except _Refused as second:
+                    raise RetrieverError(
+                        f"{err.error()}; asked in verl-agent's form too ({{'query': str}}): {second.error()}"
+                    ) from None
+                self.api = "verl_agent"
+            else:
+                self.api = "search_r1"
+        else:
+            try:
+                reply = self._post(self._body(self.api, query, k))
+            except _Refused as err:
+                raise err.error() from None
         return parse_reply(reply, 1, self.url)[0][:k]
 
+    @staticmethod
+    def _body(api: str, query: str, k: int) -> bytes:
+        asked = {"query": query} if api == "verl_agent" else {"queries": [query]}
+        return json.dumps({**asked, "topk": k, "return_scores": True}).encode()
+
     def _post(self, body: bytes) -> Any:
-        delay, last = self.backoff_s, None
+        delay, last, answered = self.backoff_s, None, False
         for attempt in range(self.retries + 1):
             if attempt:
                 time.sleep(delay)
@@ -109,20 +148,59 @@ class RemoteRetriever:
                 with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
                     raw = response.read()
             except urllib.error.HTTPError as err:
-                if err.code < 500:  # the request is wrong: asking again will not help
-                    raise RetrieverError(f"retriever at {self.url} answered HTTP {err.code}: {err.reason}") from err
-                last = f"HTTP {err.code} {err.reason}"
-            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as err:
-                last = f"{type(err).__name__}: {getattr(err, 'reason', err)}"
+                reason = _reason(err)
+                if err.code not in RETRIED_STATUSES:  # the request is wrong, or the server never serves it
+                    raise _Refused(self.url, err.code, reason) from None
+                last, answered = f"HTTP {err.code}: {reason}", True
+            except http.client.IncompleteRead as err:  # the server failed after it sent a 200
+                last, answered = f"a reply cut short after {len(err.partial)} bytes", True
+            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError, http.client.HTTPException) as err:
+                last, answered = f"{type(err).__name__}: {getattr(err, 'reason', err)}", False
             else:
                 try:
                     return json.loads(raw)
                 except (json.JSONDecodeError, UnicodeDecodeError) as err:
                     raise ValueError(f"retriever at {self.url} sent a reply that is not JSON: {raw[:200]!r}") from err
+        tries = f"{self.retries + 1} tries of {self.timeout_s:g} s"
+        if answered:  # it is up: its failure is not a connection's
+            raise RetrieverError(
+                f"retriever at {self.url} failed on each of {tries} (last: {last}); it is running but cannot "
+                "serve this request: see its log"
+            )
         raise RetrieverError(
-            f"retriever at {self.url} did not answer in {self.retries + 1} tries of {self.timeout_s:g} s ({last}); "
-            "is it running? (python -m envs.searchqa.server serves the local BM25 index with the same API)"
+            f"retriever at {self.url} did not answer in {tries} ({last}); is it running? "
+            "(python -m envs.searchqa.server serves the local BM25 index with the same API)"
         )
+
+
+class _Refused(Exception):
+    """A status that asking again will not change (4xx, 501, ...): raised at once, named by :meth:`error`."""
+
+    def __init__(self, url: str, status: int, reason: str):
+        super().__init__(status)
+        self.url, self.status, self.reason = url, status, reason
+
+    def error(self) -> RetrieverError:
+        return RetrieverError(
+            f"retriever at {self.url} refused the request with HTTP {self.status} ({self.reason}); not retried: "
+            "asking again would get the same answer"
+        )
+
+
+def _reason(err: urllib.error.HTTPError) -> str:
+    """What the server said: its JSON ``error`` or ``detail`` (FastAPI's), else the start of its body, else the
+    status's phrase."""
+    try:
+        raw = err.read(2000)
+    except Exception:  # noqa: BLE001 (a body that cannot be read leaves the status's phrase)
+        raw = b""
+    try:
+        said = json.loads(raw)
+        said = said.get("error", said.get("detail", said)) if isinstance(said, dict) else said
+        text = said if isinstance(said, str) else json.dumps(said)
+    except ValueError:
+        text = raw.decode("utf-8", "replace").strip()
+    return text[:300] or str(err.reason)
 
 
 def parse_reply(reply: Any, num_queries: int, url: str = "the retriever") -> list[list[Passage]]:
@@ -160,4 +238,4 @@ def parse_reply(reply: Any, num_queries: int, url: str = "the retriever") -> lis
     return passages
 
 
-__all__ = ["RemoteRetriever", "RetrieverError", "parse_reply"]
+__all__ = ["APIS", "RemoteRetriever", "RetrieverError", "parse_reply"]

@@ -11,10 +11,12 @@ trainer its ``retriever.url``. With Search-R1's BM25 index (its ``index_builder.
 ids only, no text) and its ``wiki-18.jsonl``, the corpus's rows are served from a passage store built once on the
 first start (:mod:`envs.searchqa.build_store`, SQLite, read through the page cache), never from the corpus in
 memory. Requests: ``{"queries": [...], "topk": k, "return_scores": bool}`` with any number of queries (a missing,
-null or 0 ``topk`` is ``--topk``); replies: ``{"result": [[{"document": {"id", "contents", ...}, "score"}, ...],
-...]}`` (documents alone without scores). ``GET /fingerprint`` answers ``{"fingerprint": ...}``, the content
-fingerprint of the index and corpus served, which env workers put in their data's fingerprint (a data row written
-from the local index is the same data when served). The queries are searched in chunks on a fixed pool of ``--threads``
+null or 0 ``topk`` is ``--topk``), or verl-agent's ``{"query": "...", ...}``, one query; replies:
+``{"result": [[{"document": {"id", "contents", ...}, "score"}, ...], ...]}`` (documents alone without scores).
+A malformed request is a 400 before anything is searched or sent (:meth:`RetrievalService.reply` says which status
+a failure gets when). ``GET /fingerprint`` answers ``{"fingerprint": ...}``, the content fingerprint of the index and
+corpus served, which env workers put in their data's fingerprint (a data row written from the local index is the
+same data when served). The queries are searched in chunks on a fixed pool of ``--threads``
 threads (the only threads that call into the JVM, so its thread attachments stay fixed), at most ``--threads``
 chunks of one request at a time, and the reply streams out chunk by chunk: a request's memory is bounded by
 ``--threads`` x ``--chunk`` queries' hits, whatever its size.
@@ -38,6 +40,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from envs._lucene import clip_query, default_cache_dir
+from envs.base import clean_text
 from envs.searchqa.corpus import Retriever, open_retriever, passage_store_dir
 
 DEFAULT_TOPK = 3  # Search-R1's --topk default
@@ -46,24 +49,79 @@ DEFAULT_THREADS = 4
 DEFAULT_CHUNK = 64  # queries per pool task: large enough to amortise a task's overhead, small for memory
 
 
-def parse_request(request: Any, default_topk: int = DEFAULT_TOPK) -> tuple[list[str], int, bool]:
-    """The queries, top-k and ``return_scores`` of a ``/retrieve`` request (a missing, null or 0 ``topk``:
-    ``default_topk``, as Search-R1's server).
+MAX_JSON_DEPTH = 4  # a request is an object of a list of strings (depth 2); anything nested deeper is refused
+
+
+def _check_depth(value: Any) -> None:
+    """Refuse a request nested deeper than :data:`MAX_JSON_DEPTH` (iteratively: the check itself cannot recurse)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth + 1 > MAX_JSON_DEPTH:
+                    raise ValueError(f"the request is nested deeper than {MAX_JSON_DEPTH} levels")
+                stack.append((child, depth + 1))
+
+
+def parse_body(body: bytes) -> Any:
+    """The JSON of a request's body.
 
     Raises:
-        ValueError: the request is not ``{"queries": [str, ...], "topk": int | null, "return_scores": bool}``.
+        ValueError: not JSON, not UTF-8, or nested deeper than :data:`MAX_JSON_DEPTH` (also where so deep that the
+            parser itself would recurse past Python's limit: that was an uncaught ``RecursionError``, a 500).
+    """
+    try:
+        request = json.loads(body)
+    except RecursionError:
+        raise ValueError(f"the request is nested deeper than {MAX_JSON_DEPTH} levels") from None
+    except UnicodeDecodeError as err:
+        raise ValueError(f"the request is not UTF-8 ({err})") from None
+    _check_depth(request)
+    return request
+
+
+def parse_request(request: Any, default_topk: int = DEFAULT_TOPK) -> tuple[list[str], int, bool]:
+    """The queries, top-k and ``return_scores`` of a ``/retrieve`` request, all checked before any search.
+
+    The request is Search-R1's ``{"queries": [str, ...]}`` or verl-agent's ``{"query": str}`` (one query; the
+    reply is the same ``{"result": [[hit, ...]]}``, which is what verl-agent's search tool reads), with ``topk``
+    missing, null or 0 meaning ``default_topk`` (as Search-R1's server), else an integer 1 to :data:`MAX_TOPK`.
+    Each query's lone UTF-16 surrogates become U+FFFD, as at every env's boundary (:func:`envs.base.clean_text`;
+    the JVM cannot take them).
+
+    Raises:
+        ValueError: anything else, naming the key (and the query's index) and what it must be.
     """
     if not isinstance(request, dict):
         raise ValueError("the request must be a JSON object")
-    queries, topk = request.get("queries"), request.get("topk") or default_topk
-    if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
-        raise ValueError("'queries' must be a list of strings")
-    if not isinstance(topk, int) or isinstance(topk, bool) or not 1 <= topk <= MAX_TOPK:
-        raise ValueError(f"'topk' must be null, 0 (the server's default, {default_topk}) or an integer 1-{MAX_TOPK}")
+    if "query" in request and "queries" in request:
+        raise ValueError("give 'queries' (Search-R1's list of strings) or 'query' (verl-agent's string), not both")
+    if "query" in request:
+        if not isinstance(request["query"], str):
+            raise ValueError(f"'query' must be a string, got {type(request['query']).__name__}")
+        queries = [request["query"]]
+    else:
+        queries = request.get("queries")
+        if not isinstance(queries, list):
+            raise ValueError("'queries' must be a list of strings (or 'query' one string)")
+        bad = next((i for i, q in enumerate(queries) if not isinstance(q, str)), None)
+        if bad is not None:
+            what = json.dumps(queries[bad])[:80]
+            raise ValueError(f"'queries' must be a list of strings: 'queries'[{bad}] is {what}")
+    topk = request.get("topk")
+    if topk is None or (type(topk) is int and topk == 0):
+        topk = default_topk
+    elif type(topk) is not int or not 1 <= topk <= MAX_TOPK:  # bool, float, "3", [], {}: refused, not defaulted
+        raise ValueError(
+            f"'topk' must be null, 0 (the server's default, {default_topk}) or an integer 1-{MAX_TOPK}, got "
+            f"{json.dumps(topk)[:80]}"
+        )
     scores = request.get("return_scores", False)
     if not isinstance(scores, bool):
-        raise ValueError("'return_scores' must be true or false")
-    return queries, topk, scores
+        raise ValueError(f"'return_scores' must be true or false, got {json.dumps(scores)[:80]}")
+    return [clean_text(q) for q in queries], topk, scores
 
 
 def search_chunk(retriever: Retriever, queries: list[str], topk: int, scores: bool) -> list[list[dict]]:
@@ -103,8 +161,13 @@ class RetrievalService:
 
     def reply(self, request: Any) -> AsyncIterator[bytes]:
         """The reply's bytes, chunk by chunk, with at most :attr:`threads` chunks searched or waiting to be sent.
-        Nothing is yielded before the first chunk is searched, so a failing search fails the request as a whole
-        where it can (always for requests of at most ``chunk`` queries, an env worker's).
+
+        The server never sends a 200 it cannot keep for a reason in the request: every query, ``topk`` and
+        ``return_scores`` is checked here, before anything is searched (a 400). Nothing is yielded before the first
+        chunk is searched, so a search that fails there fails the request as a whole, a 500 (always for requests
+        of at most ``chunk`` queries, an env worker's). A search failing later, after the 200 went out, is the
+        index's or the JVM's failure, not the request's: the chunked reply then ends without its last chunk, so
+        the client reads an incomplete body (``IncompleteRead``), never a well-formed partial answer.
 
         Raises:
             ValueError: a malformed request (at once, before any search).
@@ -154,9 +217,9 @@ def make_app(service: RetrievalService) -> FastAPI:
 
     @app.post("/retrieve")
     async def retrieve_endpoint(request: Request):
-        try:
-            stream = service.reply(json.loads(await request.body()))
-        except (ValueError, UnicodeDecodeError) as err:  # json.JSONDecodeError is a ValueError
+        try:  # the whole request is checked here, before anything is searched or sent
+            stream = service.reply(parse_body(await request.body()))
+        except ValueError as err:  # json.JSONDecodeError is a ValueError
             return JSONResponse({"error": str(err)}, status_code=400)
         try:
             first = await anext(stream)  # the first chunk searched: its failure is the request's, a 500
