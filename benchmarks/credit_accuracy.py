@@ -6,12 +6,14 @@ by ``--samples`` continuations of the current policy from every state the batch 
 (:func:`prover_verl.demo.values.mc_turn_advantages`, with a standard error per turn), and checked against the
 exact value from dynamic programming over KeyDoor's state space. Each method's per-turn advantage on the same batch
 (the demo's code: GRPO's outcome advantage on every turn, GiGPO's, ProVer's with the oracle, divergence and
-heuristic judges and with ``every_turn`` verification, and the exhaustive Monte-Carlo baseline at ``--mc-k``) is
-compared with ``A*`` (:func:`prover_verl.eval.credit_accuracy.credit_accuracy`): Pearson's r; the shares of
-same and of opposite sign on the pivotal turns (the key room, and the guard room in the ``guard`` variant) and on
-the other turns, each over those whose ``A*`` is clearly non-zero; and the share of the gradient weight
-``sum |advantage|`` on turns whose ``A*`` is about zero (``|A*| <= max(0.02, 2 sem)``). Values are the mean over
-``--seeds`` (a seed draws the policy's initial weights, its GRPO updates and the batch) with the sem over seeds.
+heuristic judges, with the oracle judge's segment in the failure (``segment_side=failure``: the good decision a
+failure made, e.g. the right key lost at the guard), with ``every_turn`` verification, and the exhaustive
+Monte-Carlo baseline at ``--mc-k``) is compared with ``A*``
+(:func:`prover_verl.eval.credit_accuracy.credit_accuracy`): Pearson's r; the shares of same and of opposite sign on
+the pivotal turns (the key room, and the guard room in the ``guard`` variant) and on the other turns, each over
+those whose ``A*`` is clearly non-zero; and the share of the gradient weight ``sum |advantage|`` on turns whose
+``A*`` is about zero (``|A*| <= max(0.02, 2 sem)``). Values are the mean over ``--seeds`` (a seed draws the
+policy's initial weights, its GRPO updates and the batch) with the sem over seeds.
 
     python benchmarks/credit_accuracy.py          # every variant of VARIANTS, 5 stages, 5 seeds: ~6 min on 1 core
 
@@ -98,11 +100,15 @@ def methods(table: TaskTable, k: int, mc_k: int, seed: int) -> dict[str, Callabl
         return run
 
     every_turn = ProverConfig(k=k, ablation="every_turn")
+    failure = ProverConfig(k=k, segment_side="failure")
     return {
         "GRPO": grpo,
         "GiGPO": gigpo,
         "ProVer (oracle judge)": with_judge(
             prover, make_judge("noisy", prover.segment_side, seed=seed, accuracy=1.0, pivots=pivots)
+        ),
+        "ProVer (oracle judge, failure side)": with_judge(
+            failure, make_judge("noisy", failure.segment_side, seed=seed, accuracy=1.0, pivots=pivots)
         ),
         "ProVer (divergence judge)": with_judge(prover, make_judge("divergence", prover.segment_side, seed=seed)),
         "ProVer (heuristic judge)": with_judge(prover, make_judge("heuristic", prover.segment_side, seed=seed)),
@@ -230,6 +236,53 @@ def heading(block: dict[str, Any]) -> str:
     )
 
 
+SHORT = {  # method -> column heading of the one-metric tables
+    "GRPO": "GRPO",
+    "GiGPO": "GiGPO",
+    "ProVer (oracle judge)": "ProVer oracle",
+    "ProVer (oracle judge, failure side)": "ProVer oracle, failure side",
+    "ProVer (divergence judge)": "ProVer divergence",
+    "ProVer (heuristic judge)": "ProVer heuristic",
+    "ProVer (every_turn)": "ProVer every_turn",
+}
+
+
+def metric_table(report: dict[str, Any], metric: str) -> str:
+    """One metric of every method (columns) for every (variant, stage) block (rows), with the batch's success."""
+    names = list(report["blocks"][0]["summary"])
+    head = ["variant", "GRPO updates", "batch success", "groups with a pair"]
+    head += [SHORT.get(n, n.replace("Exhaustive ", "")) for n in names]
+    lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+    for block in report["blocks"]:
+        seeds = block["per_seed"]
+        success = np.mean([s["batch_success"] for s in seeds])
+        pairs = np.mean([s["groups_with_pair"] for s in seeds])
+        cells = [block["variant"], str(block["stage"]), f"{success:.2f}", f"{pairs:.1f} / {block['groups']}"]
+        cells += [_cell(metric, block["summary"][n][metric]) for n in names]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+PARTS = {
+    "correlation": lambda report: metric_table(report, "correlation"),
+    "null_weight": lambda report: metric_table(report, "null_weight_share"),
+    "pivotal_same": lambda report: metric_table(report, "pivotal_sign_agreement"),
+    "pivotal_opposite": lambda report: metric_table(report, "pivotal_opposite_sign"),
+    "other_same": lambda report: metric_table(report, "other_sign_agreement"),
+    "other_opposite": lambda report: metric_table(report, "other_opposite_sign"),
+    "table": lambda report: "\n\n".join(f"{heading(b)}\n\n{table(b)}" for b in report["blocks"]),
+}
+
+
+def render(report: dict[str, Any], part: str) -> str:
+    """A part of a results file for ``benchmarks/doc_tables.py``: one metric over every block (``correlation``,
+    ``null_weight``, ``pivotal_same``, ``pivotal_opposite``, ``other_same``, ``other_opposite``) or every block's
+    full table (``table``)."""
+    if part not in PARTS:
+        raise ValueError(f"unknown part {part!r} of a credit_accuracy report; one of {list(PARTS)}")
+    return PARTS[part](report)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of {list(VARIANTS)}")
@@ -289,8 +342,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(report, indent=1) + "\n")
-    markdown = "\n\n".join(f"{heading(b)}\n\n{table(b)}" for b in blocks)
-    (args.out / "results.md").write_text(f"<!-- {report['command']} (commit {report['commit']}) -->\n\n{markdown}\n")
+    (args.out / "results.md").write_text(
+        f"<!-- {report['command']} (commit {report['commit']}) -->\n\n{render(report, 'table')}\n"
+    )
     print(f"\nwritten to {args.out / 'results.json'}", file=sys.stderr)
     return report
 
