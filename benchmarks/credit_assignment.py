@@ -4,6 +4,8 @@
     python benchmarks/credit_assignment.py --suite ablations       # k, coef, segment_side, min_estimate
     python benchmarks/credit_assignment.py --suite ablations --only k,coef --judge noisy:1.0 --seeds 3
     python benchmarks/credit_assignment.py --only continuations --judge noisy:1.0   # train_on_continuations
+    python benchmarks/credit_assignment.py --only every_turn,continuations --judge noisy:1.0 \
+        --keydoor '{"doors": 2, "note_at_keys": true, "early_pivot": true, "guard": true}'   # a KeyDoor variant
 
 Each ablation changes one knob of the ``ProverConfig`` defaults (k=2, coef=2, segment_side=success,
 min_estimate=0) and runs against GRPO with the same seeds and updates; the table and JSON go to ``--out``.
@@ -33,6 +35,7 @@ ABLATIONS = {
     "side": ("segment_side", ("success", "failure", "any")),
     "min_estimate": ("min_estimate", (0.0, 0.5)),  # K=2 estimates are multiples of 0.5
     "continuations": ("train_on_continuations", (False, True)),  # also train on the verifier's continuations
+    "every_turn": ("ablation", ("none", "every_turn")),  # every turn of the pair's trajectory verified: the ceiling
 }
 
 
@@ -63,7 +66,7 @@ def parse_base(text: str) -> dict:
         if key == "train_on_continuations":
             fields[key] = {"true": True, "false": False}.get(value.lower(), value)  # else the config names it
         else:
-            fields[key] = value if key == "segment_side" else (int(value) if key == "k" else float(value))
+            fields[key] = value if key in ("segment_side", "ablation") else (int(value) if key == "k" else float(value))
     return fields
 
 

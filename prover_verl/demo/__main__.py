@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from envs.keydoor.env import task_family
 from prover_verl.config import ProverConfig
 from prover_verl.demo.report import HEADER, write_report
 from prover_verl.demo.train import MethodSpec, RunConfig, default_methods, run_many
@@ -32,6 +34,27 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eval-every", type=int, default=5, help="updates between evaluations")
     parser.add_argument("--target", type=float, default=0.8, help="success rate for 'env steps to target'")
     parser.add_argument("--workers", type=int, default=2, help="parallel processes")
+    parser.add_argument(
+        "--keydoor",
+        type=keydoor_variant,
+        default=(),
+        help='KeyDoor variant, task_family keywords as JSON, e.g. \'{"doors": 2, "guard": true}\' (default: none)',
+    )
+
+
+def keydoor_variant(text: str) -> tuple[tuple[str, Any], ...]:
+    """``--keydoor``'s JSON object as sorted ``(name, value)`` pairs, checked by drawing one task with them."""
+    try:
+        values = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"--keydoor must be a JSON object, got {text!r}: {err}") from None
+    if not isinstance(values, dict):
+        raise argparse.ArgumentTypeError(f"--keydoor must be a JSON object, got {text!r}")
+    try:
+        task_family("train", 1, **values)
+    except (TypeError, ValueError) as err:
+        raise argparse.ArgumentTypeError(f"--keydoor {text}: {err}") from None
+    return tuple(sorted(values.items()))
 
 
 def run_configs(args: argparse.Namespace, methods: Sequence[MethodSpec]) -> list[RunConfig]:
@@ -47,6 +70,7 @@ def run_configs(args: argparse.Namespace, methods: Sequence[MethodSpec]) -> list
             group_size=args.group_size,
             lr=args.lr,
             eval_every=args.eval_every,
+            keydoor=args.keydoor,
         )
         for method in methods
         for seed in range(args.seeds)

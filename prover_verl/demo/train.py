@@ -83,6 +83,8 @@ class RunConfig:
         eval_samples: Sampled episodes per evaluation task.
         eval_every: Updates between evaluations (also at 0 and at the end).
         task_seed: Seeds the task family (not the run).
+        keydoor: The family's variant, ``(name, value)`` pairs of :func:`~envs.keydoor.env.task_family`'s keyword
+            arguments (``doors``, ``note_at_keys``, ``early_pivot``, ``distractors``, ``guard``); empty: the default.
     """
 
     method: MethodSpec
@@ -98,6 +100,7 @@ class RunConfig:
     eval_samples: int = 8
     eval_every: int = 4
     task_seed: int = 0
+    keydoor: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self):
         for name in ("updates", "groups", "group_size", "hidden", "train_tasks", "eval_tasks", "eval_samples"):
@@ -128,8 +131,9 @@ def train(config: RunConfig) -> dict[str, Any]:
     start = time.perf_counter()
     torch.manual_seed(config.seed)
     method = config.method
-    train_table = TaskTable(task_family("train", config.train_tasks, seed=config.task_seed))
-    eval_table = TaskTable(task_family("eval", config.eval_tasks, seed=config.task_seed))
+    variant = dict(config.keydoor)
+    train_table = TaskTable(task_family("train", config.train_tasks, seed=config.task_seed, **variant))
+    eval_table = TaskTable(task_family("eval", config.eval_tasks, seed=config.task_seed, **variant))
     policy = MLPPolicy(hidden=config.hidden, seed=config.seed)
     optimizer = torch.optim.Adam(policy.parameters(), lr=config.lr)
     sim = Simulator(train_table, policy)

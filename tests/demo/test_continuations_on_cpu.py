@@ -94,3 +94,16 @@ def test_a_run_with_the_option_trains_on_its_continuations_at_the_same_first_cos
     plain = train(dataclasses.replace(config, method=dataclasses.replace(method, prover=ProverConfig())))
     assert with_tokens["continuation_tokens"] == with_tokens["extra_steps"] > 0
     assert plain["continuation_tokens"] == 0 and plain["env_steps"] == with_tokens["env_steps"]
+
+
+def test_a_run_trains_on_the_keydoor_variant_it_names():
+    from prover_verl.demo.__main__ import keydoor_variant
+
+    variant = keydoor_variant('{"guard": true, "doors": 2, "early_pivot": true}')
+    assert variant == (("doors", 2), ("early_pivot", True), ("guard", True))
+    with pytest.raises(Exception, match="dors"):
+        keydoor_variant('{"dors": 2}')
+    config = RunConfig(MethodSpec("GRPO", "grpo"), updates=1, groups=2, train_tasks=4, eval_tasks=4, eval_samples=1)
+    plain, guarded = train(config), train(dataclasses.replace(config, keydoor=variant))
+    # every episode of a variant's corridor is ten rooms long: 2 groups x 8 episodes x 10 steps
+    assert guarded["main_steps"] == 160 and plain["main_steps"] != 160

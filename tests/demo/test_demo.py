@@ -395,7 +395,7 @@ def test_benchmark_ablations_change_one_knob_each():
     assert sorted(changed) == sorted(
         ["ProVer k=4", "ProVer k=8", "ProVer coef=0.5", "ProVer coef=1.0", "ProVer coef=4.0"]
         + ["ProVer segment_side=failure", "ProVer segment_side=any", "ProVer min_estimate=0.5"]
-        + ["ProVer train_on_continuations=True"]
+        + ["ProVer train_on_continuations=True", "ProVer ablation=every_turn"]
     )
     assert changed["ProVer train_on_continuations=True"] == dataclasses.replace(default, train_on_continuations=True)
     assert changed["ProVer k=4"] == dataclasses.replace(default, k=4)
