@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import os
 import weakref
@@ -99,13 +100,20 @@ class OpenAIBackend(ChatBackend):
     """
 
     def __init__(self, config: JudgeConfig):
-        from openai import AsyncOpenAI
+        from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
         if not config.url or not config.model:
             raise ValueError("algorithm.prover.judge.url and .model must be set for judge.type=openai")
         self.config = config
+        # every HTTP request the client sends (retries included) is counted for the call that sent it, so that a
+        # failure says how many attempts were made, not how many were allowed
+        http_client = DefaultAsyncHttpxClient(event_hooks={"request": [_count_attempt]})
         self.client = AsyncOpenAI(
-            base_url=config.url, api_key=api_key(config), timeout=config.timeout_s, max_retries=config.max_retries
+            base_url=config.url,
+            api_key=api_key(config),
+            timeout=config.timeout_s,
+            max_retries=config.max_retries,
+            http_client=http_client,
         )
 
     @property
@@ -123,31 +131,65 @@ class OpenAIBackend(ChatBackend):
         }
         if tools:
             request["tools"] = tools
+        sent = [0]
+        token = _ATTEMPTS.set(sent)
         try:
             async with asyncio.timeout(self.deadline_s):
                 reply = await self.client.chat.completions.create(**request)
         except Exception as err:
-            raise JudgeRequestError(f"judge at {self.config.url}: {describe_failure(err, self)}") from err
+            raise JudgeRequestError(f"judge at {self.config.url}: {describe_failure(err, self, sent[0])}") from err
+        finally:
+            _ATTEMPTS.reset(token)
         return _chat_reply(reply, self.config.url)
 
     async def complete(self, messages: list[dict[str, str]]) -> str:
         return (await self.chat(messages)).content or ""
 
 
-def describe_failure(err: BaseException, backend: OpenAIBackend) -> str:
-    """Why a request to an OpenAI-compatible endpoint failed, in words for the log line."""
+_ATTEMPTS: contextvars.ContextVar[list[int]] = contextvars.ContextVar("judge_attempts")
+# the connection broke after the server took the request: an answer cut short, not an endpoint that is down
+_BROKEN_REPLY = ("RemoteProtocolError", "ReadError", "IncompleteRead")
+
+
+async def _count_attempt(request: Any) -> None:
+    """The HTTP client's request hook: one more attempt for the call running in this task (:meth:`chat`)."""
+    sent = _ATTEMPTS.get(None)
+    if sent is not None:
+        sent[0] += 1
+
+
+def describe_failure(err: BaseException, backend: OpenAIBackend, attempts: int | None = None) -> str:
+    """Why a request to an OpenAI-compatible endpoint failed, in words for the log line.
+
+    Args:
+        err: What the call raised.
+        backend: The backend that made it.
+        attempts: HTTP requests the call sent (None: unknown, taken as all ``judge.max_retries + 1`` allowed).
+    """
     import openai
 
-    attempts = backend.config.max_retries + 1
+    allowed = backend.config.max_retries + 1
+    made = allowed if attempts is None else attempts
+    tries = f"{made} attempt{'' if made == 1 else 's'}"
+    each = f"each of {tries}" if made > 1 else tries
     if isinstance(err, TimeoutError):  # the deadline over all attempts
-        return f"no answer within {backend.deadline_s:g} s ({attempts} attempts of judge.timeout_s and backoffs)"
+        return (
+            f"no answer within {backend.deadline_s:g} s (the deadline over {allowed} attempts of judge.timeout_s and "
+            f"their backoffs; {tries} sent)"
+        )
     if isinstance(err, openai.APITimeoutError):
-        return f"no answer within judge.timeout_s={backend.config.timeout_s:g} s on each of {attempts} attempts"
+        return f"no answer within judge.timeout_s={backend.config.timeout_s:g} s on {each}"
     if isinstance(err, openai.RateLimitError):
-        return f"rate-limited (HTTP 429) on each of {attempts} attempts: {err.message}"
+        why = ""
+        if made < allowed:  # the client does not retry a Retry-After over its limit (two minutes)
+            why = f" (not retried: Retry-After {err.response.headers.get('retry-after', '?')} s is too long)"
+        return f"rate-limited (HTTP 429) on {each}{why}: {err.message}"
     if isinstance(err, openai.APIConnectionError):
         cause = err.__cause__ or err.__context__
-        return f"unreachable after {attempts} attempts ({type(cause).__name__ if cause else 'connection'}: {cause})"
+        what = f"{type(cause).__name__ if cause else 'connection'}: {cause}"
+        if type(cause).__name__ in _BROKEN_REPLY:
+            return f"the reply broke off (a body cut short, or a server that hung up) on {each} ({what})"
+        return f"unreachable after {tries} ({what})"
     if isinstance(err, openai.APIStatusError):
         return f"HTTP {err.status_code}: {str(err.message)[:300]}"
     return f"{type(err).__name__}: {str(err)[:300]}"
