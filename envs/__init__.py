@@ -73,8 +73,10 @@ def make(name: str, **kwargs: Any) -> TextEnv:
     """Build the environment registered under ``name`` with ``kwargs``.
 
     Raises:
-        ValueError: ``name`` is not registered.
+        ValueError: ``name`` is not registered, or a kwarg is not one of its constructor's (naming it; a
+            ``protocol`` for an env without protocols says so).
     """
+    check_env_kwargs(name, kwargs)  # a clear error naming the key, not the constructor's TypeError
     return env_class(name)(**kwargs)
 
 
@@ -82,10 +84,17 @@ def check_env_kwargs(name: str, kwargs: dict[str, Any]) -> None:
     """Fail if ``kwargs`` are not constructor arguments of env ``name`` (imports its class, builds nothing).
 
     Raises:
-        ValueError: An argument the env's constructor does not take (a misspelling), naming the ones it takes.
+        ValueError: An argument the env's constructor does not take (a misspelling), naming the ones it takes; a
+            ``protocol`` for an env without protocols.
     """
     cls = env_class(name)
     signature = inspect.signature(cls)
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values())
+    if "protocol" in kwargs and "protocol" not in signature.parameters and not takes_any:
+        raise ValueError(
+            f"env '{name}' has no protocols (no envs/{name}/protocol.py), got protocol={kwargs['protocol']!r}: drop "
+            "'protocol' from its kwargs (env.protocol, env.kwargs, ENV_KWARGS or --env-kwargs)"
+        )
     try:
         signature.bind(**kwargs)
     except TypeError as err:

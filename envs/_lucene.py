@@ -245,13 +245,18 @@ def open_searcher(
         rebuild: How to rebuild the index, for the error a corrupt one raises.
 
     Raises:
-        FileNotFoundError: no index there (the message names the path).
+        FileNotFoundError: no index there, or one without its ``segments_*`` files (the message names the path and
+            says ``rebuild``).
         CorruptIndexError: the index fails its checksums.
     """
     start_jvm()
     index_dir = Path(index_dir)
-    if not index_dir.is_dir() or not any(index_dir.glob("segments_*")):
-        raise FileNotFoundError(f"no Lucene index at {index_dir} (expected a directory with segments_* files)")
+    if not index_dir.is_dir():
+        raise FileNotFoundError(f"no Lucene index at {index_dir} (no such directory); build it with:\n  {rebuild}")
+    if not any(index_dir.glob("segments_*")):
+        # an index whose commit files were deleted (or whose build never finished) cannot be opened or repaired
+        what = "is empty" if not any(index_dir.iterdir()) else "has no segments_* file (deleted, or never written)"
+        raise FileNotFoundError(f"Lucene index {index_dir} {what}; rebuild it with:\n  {rebuild}")
     full = index_bytes(index_dir) <= FULL_CHECK_BYTES if full_check is None else full_check
     check_index(index_dir, full, rebuild)
     return Searcher(index_dir)

@@ -81,9 +81,12 @@ def resolve(env_name: str, table: Mapping[str, Protocol] | None, name: str | Non
         The protocol; None where the env family has no protocols and none was asked for.
 
     Raises:
-        ValueError: an unknown name, or a name given for an env family without protocols (the message names the
-            known ones).
+        ValueError: an unknown name, a name that is not a string, or a name given for an env family without
+            protocols (the message names the known ones).
     """
+    if name is not None and not isinstance(name, str):  # a list or dict would fail the lookup as unhashable
+        known = f"one of: {', '.join(table)}" if table is not None else f"none: env '{env_name}' has no protocols"
+        raise ValueError(f"'protocol' of env '{env_name}' must be a name (a string; {known}), got {name!r}")
     if table is None:
         if name is None:
             return None

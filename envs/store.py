@@ -289,11 +289,32 @@ def is_store(root: str | os.PathLike) -> bool:
     return (Path(root).expanduser() / MANIFEST).is_file()
 
 
+class CorruptStoreError(ValueError):
+    """A store whose ``store.json`` cannot be read; the message names the file and how to rebuild the store."""
+
+    def __init__(self, manifest: Path, why: str, prepare_command: str):
+        rebuild = f"rm -r {manifest.parent}, then prepare it again"
+        rebuild += f" with:\n  {prepare_command}" if prepare_command else " (a store under cache_dir: on next use)"
+        super().__init__(f"store manifest {manifest} is corrupt ({why[:200]}); rebuild the store: {rebuild}")
+
+
+def _manifest_ok(manifest: dict[str, Any]) -> bool:
+    """Whether a parsed ``store.json`` has what :class:`Store` reads."""
+    index, counts = manifest.get("index"), manifest.get("counts")
+    return (
+        isinstance(manifest.get("fingerprint"), str)
+        and (index is None or isinstance(index, str))
+        and isinstance(counts, dict)
+        and all(isinstance(n, int) for n in counts.values())
+    )
+
+
 def open_store(root: str | os.PathLike, kind: str, fmt: str, prepare_command: str) -> Store:
     """Open the store at ``root`` read-only.
 
     Raises:
         StoreMissingError: no store there (the message gives ``prepare_command``).
+        CorruptStoreError: its ``store.json`` is not UTF-8 JSON of a manifest (the message gives the rebuild).
         ValueError: a store of another kind or format.
     """
     root = Path(root).expanduser().resolve()
@@ -302,12 +323,19 @@ def open_store(root: str | os.PathLike, kind: str, fmt: str, prepare_command: st
         raise StoreMissingError(
             f"no prepared {kind} store at {root}; prepare it once, outside the env workers, with:\n  {prepare_command}"
         )
-    manifest = json.loads(path.read_text())
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CorruptStoreError(path, f"{type(err).__name__}: {err}", prepare_command) from None
+    if not isinstance(manifest, dict):
+        raise CorruptStoreError(path, f"a JSON {type(manifest).__name__}, not an object", prepare_command)
     if manifest.get("kind") != kind or manifest.get("format") != fmt:
         raise ValueError(
             f"{root} holds a {manifest.get('kind')} store of format {manifest.get('format')!r}, this env needs a "
             f"{kind} store of format {fmt!r}; prepare it again with:\n  {prepare_command}"
         )
+    if not _manifest_ok(manifest):
+        raise CorruptStoreError(path, "its fingerprint, index or counts are missing or mistyped", prepare_command)
     return Store(root, manifest)
 
 

@@ -471,11 +471,13 @@ class SearchIndex:
 
     Args:
         index_dir: The Lucene index (document ids are asins).
+        memo_size: Searches memoized.
+        rebuild: How to rebuild the index, for the error a damaged one raises.
     """
 
-    def __init__(self, index_dir: Path, memo_size: int = 4096):
+    def __init__(self, index_dir: Path, memo_size: int = 4096, rebuild: str = "the command that built it"):
         self.index_dir = index_dir
-        self.searcher = _lucene.open_searcher(index_dir)
+        self.searcher = _lucene.open_searcher(index_dir, rebuild=rebuild)
         self._lock = threading.Lock()
         self._memo: OrderedDict[str, tuple[str, ...]] = OrderedDict()
         self._memo_size = memo_size
@@ -722,7 +724,8 @@ class Catalog:
         self.products = _Products(st)
         self.prices = _Prices(self.products)
         self.goals = _Goals(st)
-        self.index = SearchIndex(st.index_dir)
+        rebuild = f"rm -r {st.root}, then prepare it again ({PREPARE}; a store under cache_dir: on next use)"
+        self.index = SearchIndex(st.index_dir, rebuild=rebuild)
         self.files = {role: Path(path) for role, path in st.manifest["sources"]["files"].items()}
         # a prebuilt index is another search engine: its files (names, sizes) are part of what a state depends on
         self.prebuilt_index = "index_files" in st.manifest

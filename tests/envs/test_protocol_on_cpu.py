@@ -2,6 +2,7 @@
 
 import pytest
 
+import envs
 from envs import protocol
 from envs.protocol import Protocol
 
@@ -38,3 +39,24 @@ def test_env_families_find_their_table():
     assert protocol.selected("searchqa", {}) is searchqa["default"]
     with pytest.raises(ValueError, match="known: default, search_r1, verl_agent"):
         protocol.selected("searchqa", {"protocol": "searchr1"})
+
+
+@pytest.mark.parametrize("env_name", ["searchqa", "webshop", "alfworld"])
+@pytest.mark.parametrize("given", [["search_r1"], {"name": "default"}, 3])
+def test_a_protocol_that_is_not_a_name_fails_naming_the_key(env_name, given):
+    """Before: ``TypeError: unhashable type: 'list'`` (issue 41)."""
+    with pytest.raises(ValueError, match=rf"'protocol' of env '{env_name}' must be a name \(a string; one of: default"):
+        protocol.selected(env_name, {"protocol": given})
+    with pytest.raises(ValueError, match=rf"'protocol' of env '{env_name}' must be a name"):
+        envs.make(env_name, protocol=given)
+
+
+def test_keydoor_asked_for_a_protocol_says_it_has_none():
+    """Before: ``TypeError: KeyDoorEnv.__init__() got an unexpected keyword argument 'protocol'`` (issue 41)."""
+    for given in ("default", ["default"]):
+        with pytest.raises(ValueError, match=r"env 'keydoor' has no protocols .*drop 'protocol' from its kwargs"):
+            envs.make("keydoor", protocol=given)
+    with pytest.raises(ValueError, match="env 'keydoor' has no protocols"):
+        protocol.selected("keydoor", {"protocol": "default"})
+    with pytest.raises(ValueError, match=r"env 'keydoor' does not take env_kwargs \['num_task'\]"):
+        envs.make("keydoor", num_task=3)  # any other misspelt kwarg: named too, not a raw TypeError

@@ -4,6 +4,7 @@ command that prepares them."""
 
 import json
 import re
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -143,3 +144,43 @@ def test_an_env_process_does_not_import_pyserinis_dense_searchers(shop_store):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize(
+    "manifest",
+    [b"\xff\xfe\x00garbage", b'{"kind": "searchqa", "format": ', b"[]", "no fingerprint"],
+    ids=["not utf-8", "truncated", "a list", "no fingerprint"],
+)
+def test_a_corrupt_store_json_names_the_file_and_the_rebuild(tmp_path, manifest):
+    """Before: a raw UnicodeDecodeError / JSONDecodeError / KeyError from envs/store.py, no 'corrupt', no command
+    (issue 41)."""
+    index_dir = corpus.open_retriever(cache_dir=tmp_path).index_dir  # the shipped corpus, cached under tmp_path
+    path = index_dir / store.MANIFEST
+    if manifest == "no fingerprint":
+        manifest = json.dumps({k: v for k, v in json.loads(path.read_text()).items() if k != "fingerprint"}).encode()
+    path.write_bytes(manifest)
+    with pytest.raises(store.CorruptStoreError) as raised:
+        corpus.open_retriever(cache_dir=tmp_path)
+    message = str(raised.value)
+    assert f"store manifest {path} is corrupt" in message
+    assert (
+        f"rebuild the store: rm -r {index_dir}, then prepare it again with:\n  python -m envs.searchqa.prepare"
+        in message
+    )
+    shutil.rmtree(index_dir)  # as the message says: the next use builds it again
+    assert corpus.open_retriever(cache_dir=tmp_path).search("river", 2)
+
+
+def test_a_cached_index_without_its_segments_files_names_the_rebuild(tmp_path):
+    """Before: "no Lucene index at DIR (expected a directory with segments_* files)", no way to rebuild it."""
+    index_dir = corpus.open_retriever(cache_dir=tmp_path).index_dir
+    for segments in index_dir.glob("segments_*"):
+        segments.unlink()
+    with pytest.raises(FileNotFoundError) as raised:
+        corpus.open_retriever(cache_dir=tmp_path)
+    assert str(raised.value) == (
+        f"Lucene index {index_dir} has no segments_* file (deleted, or never written); rebuild it with:\n"
+        f"  rm -r {index_dir} (it is built again on next use)"
+    )
+    shutil.rmtree(index_dir)
+    assert corpus.open_retriever(cache_dir=tmp_path).search("river", 2)
