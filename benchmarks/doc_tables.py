@@ -46,6 +46,7 @@ RENDERERS = {
     "benchmarks/results/judge_model/": _judge_model,
     "benchmarks/results/demo/": demo_report.render,
     "benchmarks/results/demo_continuations/": demo_report.render,
+    "benchmarks/results/ceiling_demo/": demo_report.render,
     "benchmarks/results/credit_accuracy/": credit_accuracy.render,
 }
 
