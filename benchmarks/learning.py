@@ -39,6 +39,21 @@ JSON is there is read back, not run again, so the benchmark resumes and can be r
 ``--work`` (``/tmp/prover_learning``; quick's apart, ``/tmp/prover_learning_quick``). ``--jobs 2`` trains two runs
 at once (one run keeps about 1.5 of 2 cores busy).
 
+Every base is fingerprinted (:func:`base_fingerprint`: sha256 of its weights and of its tokenizer) and every run
+records its base's fingerprint and imitation (steps, replay probability, the arithmetic it ran on): runs of one base
+index with different fingerprints, or a base rebuilt into other weights than the runs already in ``--out`` started
+from, are refused before anything trains, and ``--report-only`` names such a mix instead of averaging it. The
+imitation runs on one torch thread with deterministic algorithms (``prover_verl.imitate``); a machine whose CPU
+takes another code path may still compute other bits, and at the imitation's learning rate a bit becomes another
+base. ``--verify`` checks that on the machine at hand:
+
+    python benchmarks/learning.py --verify                    # rebuild base 0 and GRPO seed 1, compare (~30 min)
+    python benchmarks/learning.py --verify --verify-base-only # base 0 only (~5-15 min)
+
+rebuilds the run (and its base) under ``--work``/verify, compares the base's fingerprint and imitation record and
+then every validation of the curve with the committed file, and prints MATCH or MISMATCH with the first differing
+quantity (exit status 1). The results report how far the start alone moves each readout (``bases``).
+
 ``--quick`` runs the headline (GRPO, the control, the oracle at 1.0 and the divergence judge; seeds 1,2,3 unless
 ``--seeds`` says otherwise) at lower fidelity, to ``benchmarks/results/learning/keydoor_hard_quick``: it validates
 before training and after the last update only, on 2 episodes a held-out task (128 episodes: sd <= 0.044), every
@@ -50,6 +65,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import hashlib
 import json
 import re
 import shutil
@@ -143,13 +159,53 @@ def base_settings(args: argparse.Namespace, index: int) -> dict[str, Any]:
     }
 
 
+# the files of a model directory that make its tokenizer (those present are hashed, in this order)
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "chat_template.jinja",
+    "vocab.json",
+    "merges.txt",
+    "special_tokens_map.json",
+    "added_tokens.json",
+)
+
+
+def base_fingerprint(model_dir: Path) -> dict[str, str] | None:
+    """A base's identity: the sha256 of its weights (every tensor of its safetensors files by name: name, dtype,
+    shape, bytes) and of its tokenizer (:data:`TOKENIZER_FILES`, name and bytes), and ``id``, 12 hex digits of both
+    together. None where ``model_dir`` holds no weights."""
+    from safetensors import safe_open
+
+    files = sorted(Path(model_dir).glob("*.safetensors"))
+    if not files:
+        return None
+    weights = hashlib.sha256()
+    for file in files:
+        with safe_open(file, framework="np") as f:
+            for name in sorted(f.keys()):
+                tensor = f.get_tensor(name)
+                weights.update(f"{name}|{tensor.dtype}|{list(tensor.shape)}|".encode())
+                weights.update(np.ascontiguousarray(tensor).tobytes())
+    tokenizer = hashlib.sha256()
+    for name in TOKENIZER_FILES:
+        if (Path(model_dir) / name).exists():
+            tokenizer.update(f"{name}|".encode() + (Path(model_dir) / name).read_bytes())
+    both = hashlib.sha256(f"{weights.hexdigest()}|{tokenizer.hexdigest()}".encode()).hexdigest()
+    return {"id": both[:12], "weights": weights.hexdigest(), "tokenizer": tokenizer.hexdigest()}
+
+
 def prepare_base(args: argparse.Namespace, index: int = 0) -> Path:
     """Base ``index``: tiny model, data, imitation with seed ``--imitate-seed + index`` (made once; reused while its
-    settings hold)."""
+    settings hold); ``base.json`` keeps its settings, the imitation's record and its :func:`base_fingerprint`."""
     base = args.work / f"base{index}"
     settings = base_settings(args, index)
     stamp = base / "base.json"
     if stamp.exists() and json.loads(stamp.read_text())["settings"] == settings:
+        record = json.loads(stamp.read_text())
+        if "fingerprint" not in record and (base / "model").exists():  # a base made before fingerprints
+            record["fingerprint"] = base_fingerprint(base / "model")
+            stamp.write_text(json.dumps(record))
         return base
     shutil.rmtree(base, ignore_errors=True)
     base.mkdir(parents=True)
@@ -169,13 +225,14 @@ def prepare_base(args: argparse.Namespace, index: int = 0) -> Path:
         [py, "-m", "prover_verl.imitate", "--model", str(base / "model"), "--env", args.env]
         + ["--data-dir", str(base / "data"), "--env-kwargs", args.imitate_env_kwargs or args.env_kwargs]
         + ["--target-replay", str(args.imitate_replay), "--max-episodes", str(args.imitate_episodes)]
-        + ["--seed", str(settings["imitate_seed"])],
+        + ["--seed", str(settings["imitate_seed"]), "--trace"],
         log,
     )
     imitation = json.loads(imitation.strip().splitlines()[-1])
     # cpu_smoke.sh takes a model with imitation.json as imitated already
     (base / "model" / "imitation.json").write_text(json.dumps(imitation) + "\n")
-    stamp.write_text(json.dumps({"settings": settings, "imitation": imitation, "seconds": time.perf_counter() - start}))
+    record = {"settings": settings, "imitation": imitation, "seconds": time.perf_counter() - start}
+    stamp.write_text(json.dumps(record | {"fingerprint": base_fingerprint(base / "model")}))
     return base
 
 
@@ -299,11 +356,47 @@ def run_one(method: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
         )
     run = curve_of(method, seed, smoke.logged_steps(run_dir, steps), args.env)
     stamp = json.loads((base / "base.json").read_text())
+    stamp["imitation"] = {k: v for k, v in stamp["imitation"].items() if k != "trace"}  # kept in base.json only
     run |= {"base": {"index": base_index, **stamp}, "group": group, "wall_s": time.perf_counter() - start}
     run["settings"] = settings
     done.parent.mkdir(parents=True, exist_ok=True)
     done.write_text(json.dumps(run, indent=1) + "\n")
     return run
+
+
+def _base_id(base: dict[str, Any] | None) -> str:
+    fingerprint = (base or {}).get("fingerprint")
+    return fingerprint["id"] if fingerprint else "no fingerprint recorded"
+
+
+def check_bases(
+    runs: dict[tuple[str, int], dict[str, Any]],
+    built: dict[int, dict[str, Any] | None] | None = None,
+    work: Path | None = None,
+) -> None:
+    """Refuse to mix starts: every run of one base index (so of one seed, and of one report) must record one base
+    fingerprint, and a base built now to train more runs must be that one too. A run that records no fingerprint
+    cannot be shown to share a base with one that does, so the two are not mixed either (runs without a base record
+    at all are not checked). Raises SystemExit naming each base's fingerprints and the runs of each."""
+    groups: dict[int, dict[str, list[str]]] = {}
+    for (method, seed), run in sorted(runs.items(), key=lambda item: (item[0][1], item[0][0])):
+        base = run.get("base")
+        if base and "index" in base:
+            groups.setdefault(base["index"], {}).setdefault(_base_id(base), []).append(f"{method}_seed{seed}")
+    for index, fingerprint in sorted((built or {}).items()):
+        where = f"the base built now ({work / f'base{index}'})" if work else "the base built now"
+        groups.setdefault(index, {}).setdefault(_base_id({"fingerprint": fingerprint}), []).append(where)
+    mixed = {index: by_id for index, by_id in sorted(groups.items()) if len(by_id) > 1}
+    if mixed:
+        lines = [
+            f"  base {index}: " + "; ".join(f"{fid}: {', '.join(names)}" for fid, names in by_id.items())
+            for index, by_id in mixed.items()
+        ]
+        raise SystemExit(
+            "runs from different bases would be mixed under one seed and one report (base fingerprints differ):\n"
+            + "\n".join(lines)
+            + "\nuse another --out (or --work), or run --verify to see where a rebuilt base departs from the record"
+        )
 
 
 def val_success(data: dict[str, float], env_name: str) -> float | None:
@@ -447,7 +540,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="train nothing: report the planned runs whose JSON is in --out, and list the missing ones",
     )
+    parser.add_argument(
+        "--verify",
+        nargs="?",
+        const="grpo_seed1",
+        default=None,
+        metavar="RUN",
+        help="rebuild committed run RUN (default grpo_seed1) and its base under --work/verify and compare them with "
+        "--out/runs/RUN.json: prints MATCH, or MISMATCH with the first differing quantity (exit 1)",
+    )
+    parser.add_argument("--verify-base-only", action="store_true", help="--verify the base only, not the run")
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     quick = {"val_samples": 2, "test_freq": args.steps, "trim_to_budget": True, "jobs": 2, "seeds": "1,2,3"}
     full = {"val_samples": 4, "test_freq": 1, "trim_to_budget": False, "jobs": 1, "seeds": "1,2,3,4,5"}
     for key, value in (quick if args.quick else full).items():
@@ -507,15 +611,107 @@ def command_history(out: Path) -> list[dict[str, Any]]:
     return history
 
 
+CURVE_KEYS = ("update", "env_steps", "success")
+TOTAL_KEYS = ("env_steps", "main_steps", "extra_steps")
+
+
+def first_difference(committed: dict[str, Any], rebuilt: dict[str, Any], base_only: bool = False) -> str | None:
+    """The first quantity in which a rebuilt run differs from its committed file, in the order they are made: the
+    base's tokenizer and weights (where the committed file records its fingerprint), its imitation (steps, replay
+    probability), then the run (every validation's update, env steps and success, the totals, the credit
+    counts); None if every one is equal, to the bit. ``base_only``: the base only (``rebuilt`` is a base.json)."""
+    ours, theirs = (rebuilt if base_only else rebuilt["base"]), committed["base"]
+    pairs: list[tuple[str, Any, Any]] = []
+    if theirs.get("fingerprint"):
+        for key in ("tokenizer", "weights"):
+            pairs.append((f"base {theirs['index']} {key} sha256", (ours.get("fingerprint") or {}).get(key),
+                          theirs["fingerprint"][key]))  # fmt: skip
+    for key in ("steps", "replay_probability"):
+        pairs.append((f"base {theirs['index']} imitation {key}", ours["imitation"].get(key), theirs["imitation"][key]))
+    if not base_only:
+        for i, point in enumerate(committed["curve"]):
+            mine = rebuilt["curve"][i] if i < len(rebuilt["curve"]) else {}
+            for key in CURVE_KEYS:
+                pairs.append((f"validation {i} (update {point['update']}) {key}", mine.get(key), point[key]))
+        pairs.append(("validations", len(rebuilt["curve"]), len(committed["curve"])))
+        pairs += [(key, rebuilt.get(key), committed.get(key)) for key in TOTAL_KEYS]
+        pairs += [(f"credit {k}", rebuilt["credit"].get(k), v) for k, v in committed.get("credit", {}).items()]
+    for label, here, there in pairs:
+        if here != there:
+            return f"{label}: {here} rebuilt, {there} committed"
+    return None
+
+
+def verify(args: argparse.Namespace) -> dict[str, Any]:
+    """Rebuild one committed run and its base from nothing (``--work``/verify, emptied first; the committed files are
+    only read) and compare them with the committed file: base fingerprint, imitation record, then every validation
+    of the curve. Prints match or mismatch with the first differing quantity, writes ``verify.json`` there, and
+    exits 1 on a mismatch. ``--verify-base-only`` stops after the base (minutes instead of a run's quarter hour)."""
+    path = args.out / "runs" / f"{args.verify}.json"
+    if not path.exists():
+        raise SystemExit(f"--verify {args.verify}: no committed run {path}")
+    committed = json.loads(path.read_text())
+    method, seed = committed["method"], committed["seed"]
+    settings = run_settings(method, args)
+    if committed.get("settings") != settings:
+        keys = sorted(k for k in set(settings) | set(committed.get("settings") or {})
+                      if (committed.get("settings") or {}).get(k) != settings.get(k))  # fmt: skip
+        raise SystemExit(f"--verify {args.verify}: the committed run was made with other settings ({', '.join(keys)})"
+                         ": give the flags it was made with")  # fmt: skip
+    work = args.work / "verify"
+    shutil.rmtree(work, ignore_errors=True)
+    rebuild = argparse.Namespace(**{**vars(args), "work": work, "out": work / "out"})
+    index = committed["base"]["index"]
+    start = time.perf_counter()
+    base = json.loads((prepare_base(rebuild, index) / "base.json").read_text())
+    fingerprint, recorded = base.get("fingerprint") or {}, committed["base"].get("fingerprint")
+    imitation, theirs = base["imitation"], committed["base"]["imitation"]
+    print(f"[verify] base {index} rebuilt in {time.perf_counter() - start:.0f} s: fingerprint {fingerprint.get('id')} "
+          f"(committed: {recorded['id'] if recorded else 'none recorded'}); imitation {imitation['steps']} steps, "
+          f"replay {imitation['replay_probability']} (committed: {theirs['steps']} steps, replay "
+          f"{theirs['replay_probability']}); numerics {imitation.get('numerics')}", flush=True)  # fmt: skip
+    difference = first_difference(committed, base, base_only=True)
+    run = None
+    if difference is None and not args.verify_base_only:
+        run = run_one(method, seed, rebuild)
+        curve = [round(p["success"], 4) for p in run["curve"]]
+        print(f"[verify] {args.verify} rebuilt: success {curve} (committed: "
+              f"{[round(p['success'], 4) for p in committed['curve']]})", flush=True)  # fmt: skip
+        difference = first_difference(committed, run)
+    checked = f"base {index}" + ("" if run is None else f" and {args.verify}")
+    verdict = f"MATCH: {checked} rebuilt equal to the committed file" if difference is None else (
+        f"MISMATCH: first difference: {difference}")  # fmt: skip
+    report = {
+        "command": "python benchmarks/learning.py " + " ".join(args.argv),
+        "commit": _commit(),
+        "run": args.verify,
+        "checked": checked,
+        "match": difference is None,
+        "first_difference": difference,
+        "base": {"fingerprint": base.get("fingerprint"), "imitation": imitation},
+        "committed_base": {"fingerprint": recorded, "imitation": theirs},
+        "curve": None if run is None else run["curve"],
+        "seconds": round(time.perf_counter() - start, 1),
+    }
+    (work / "verify.json").write_text(json.dumps(report, indent=1) + "\n")
+    print(f"[verify] {verdict} ({report['seconds']:.0f} s; {work / 'verify.json'})", flush=True)
+    if difference is not None:
+        raise SystemExit(1)
+    return report
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
+    if args.verify:
+        return verify(args)
     start, commit = time.perf_counter(), _commit()  # the code that runs, before anything can change it
     planned = [(m, seed) for m, seeds in args.plan.items() for seed in seeds]
     there = [(m, seed) for m, seed in planned if (args.out / "runs" / f"{m}_seed{seed}.json").exists()]
     missing = [f"{m}_seed{seed}" for m, seed in planned if (m, seed) not in there] if args.report_only else []
     trained = [] if args.report_only else [item for item in planned if item not in there]
-    # read back first: a run made with other settings stops the benchmark before it trains anything
+    # read back first: a run made with other settings, or from another base, stops the benchmark before it trains
     done = {item: run_one(*item, args) for item in there}
+    check_bases(done)
 
     def train(number: int, method: str, seed: int) -> dict[str, Any]:
         print(f"[learning] run {number}/{len(trained)}: {method} seed {seed} ({time.perf_counter() - start:.0f} s)")
@@ -526,8 +722,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     # what runs share is made first, one at a time (an imitation keeps both cores busy: two at once took 434 s each,
     # one alone 166 s), so that runs trained at once never build it twice
+    built = {}
     for index in sorted({(seed - 1) % args.bases for _, seed in trained}):
-        prepare_base(args, index)
+        built[index] = json.loads((prepare_base(args, index) / "base.json").read_text()).get("fingerprint")
+    check_bases(done, built, args.work)  # a rebuilt base that is not the one of the runs there trains nothing
     if any(METHODS[m].served for m, _ in trained):
         prepare_judge_model(args)
     with ThreadPoolExecutor(args.jobs) as pool:
@@ -542,7 +740,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"[learning] --report-only: {len(missing)} of {len(planned)} planned runs missing: {', '.join(missing)}")
     if not results:
         raise SystemExit(f"no run of the plan is in {args.out / 'runs'}")
-    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in ("out", "work")}
+    settings = {
+        k: (str(v) if isinstance(v, Path) else v)
+        for k, v in vars(args).items()
+        if k not in ("out", "work", "argv", "verify", "verify_base_only")
+    }
     settings["missing_runs"] = missing
     settings["trained"] = {"runs": len(trained), "elapsed_s": round(time.perf_counter() - start, 1)}
     command = "python benchmarks/learning.py " + " ".join(sys.argv[1:] if argv is None else argv)

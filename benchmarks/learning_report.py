@@ -97,7 +97,62 @@ def analyse(runs: Mapping[str, Sequence[Mapping[str, Any]]], target: float) -> d
         "per_seed": seeds,
         "methods": methods,
         "break_even": {ref: dial(runs, seeds, ref) for ref in (BASELINE, CONTROL) if ref in seeds},
+        "bases": base_spread(runs, seeds),
     }
+
+
+def base_spread(runs: Mapping[str, Sequence[Mapping[str, Any]]], seeds: Mapping[str, Any]) -> dict[str, Any] | None:
+    """How much the start moves the readouts: per base (the runs' ``base.index``), its fingerprint and imitation,
+    and per method the mean over that base's seeds of success before training, at the budget, and minus GRPO at the
+    budget (paired), with the largest difference between bases and the seeds' own spread within a base (pooled sd).
+    A base's seeds also draw their own training and validation samples, so a difference between bases is the
+    start's effect plus that noise; the within-base sd says how large the noise is. None with fewer than two
+    bases."""
+    index = {r["seed"]: r["base"]["index"] for rs in runs.values() for r in rs if "index" in (r.get("base") or {})}
+    if len(set(index.values())) < 2:
+        return None
+    bases: dict[int, dict[str, Any]] = {}
+    for rs in runs.values():
+        for r in rs:
+            base = r.get("base") or {}
+            if "index" in base and base["index"] not in bases:
+                fingerprint, imitation = base.get("fingerprint"), base.get("imitation") or {}
+                bases[base["index"]] = {
+                    "fingerprint": fingerprint["id"] if fingerprint else None,
+                    "fingerprint_source": base.get("fingerprint_source"),
+                    "imitation_steps": imitation.get("steps"),
+                    "replay_probability": imitation.get("replay_probability"),
+                }
+    for i in bases:
+        bases[i]["seeds"] = sorted(s for s, j in index.items() if j == i)
+    grpo = seeds.get(BASELINE, {})
+    readouts = {
+        "start": lambda s, v: v["start"],
+        "at_budget": lambda s, v: v["at_budget"],
+        "minus_grpo": lambda s, v: v["at_budget"] - grpo[s]["at_budget"] if s in grpo else None,
+    }
+    methods: dict[str, Any] = {}
+    for method, values in seeds.items():
+        entry: dict[str, Any] = {}
+        for key, read in readouts.items():
+            if key == "minus_grpo" and method == BASELINE:
+                continue
+            groups = {i: [read(s, v) for s, v in values.items() if index.get(s) == i] for i in sorted(bases)}
+            groups = {i: [x for x in xs if x is not None] for i, xs in groups.items()}
+            means = {i: _mean_sem(xs) for i, xs in groups.items() if xs}
+            if len(means) < 2:
+                continue
+            deviations = [x - float(np.mean(xs)) for xs in groups.values() if len(xs) > 1 for x in xs]
+            dof = sum(len(xs) - 1 for xs in groups.values() if len(xs) > 1)
+            spread = [m["mean"] for m in means.values()]
+            entry[key] = {
+                "by_base": {str(i): m for i, m in means.items()},
+                "between_bases": float(max(spread) - min(spread)),
+                "within_base_sd": float(math.sqrt(sum(d * d for d in deviations) / dof)) if dof else None,
+            }
+        if entry:
+            methods[method] = entry
+    return {"bases": {str(i): b for i, b in sorted(bases.items())}, "methods": methods}
 
 
 def dial(runs: Mapping[str, Sequence[Mapping[str, Any]]], seeds: Mapping[str, Any], ref: str) -> dict[str, Any] | None:
@@ -295,6 +350,38 @@ def _outside_the_dial(rate: float) -> str:
     return ""
 
 
+def _bases(report: Mapping[str, Any]) -> str:
+    spread = report["analysis"].get("bases")
+    if not spread:
+        return "Fewer than two bases among the runs (or a file analysed before bases were read): no base spread."
+    bases = spread["bases"]
+    head = []
+    for i, b in bases.items():
+        fingerprint = b["fingerprint"] or "no fingerprint"
+        imitation = f"{b['imitation_steps']} steps, replay {b['replay_probability']}"
+        head.append(f"base {i} (seeds {', '.join(map(str, b['seeds']))}; {fingerprint}; imitation {imitation})")
+    names = {"start": "before training", "at_budget": "at the budget", "minus_grpo": "− GRPO at the budget"}
+    lines = [
+        "| method | readout | " + " | ".join(f"base {i}" for i in bases) + " | largest gap between bases | "
+        "sd of a seed within a base |",
+        "|---|---|" + "---|" * len(bases) + "---|---|",
+    ]
+    for method, entry in spread["methods"].items():
+        for key, value in entry.items():
+            cells = [_ms(value["by_base"][i]) if i in value["by_base"] else "—" for i in bases]
+            lines.append(
+                f"| {method} | {names[key]} | " + " | ".join(cells) + f" | {value['between_bases']:.3f} | "
+                f"{_num(value['within_base_sd'])} |"
+            )
+    lines += [
+        "",
+        "Bases: " + "; ".join(head) + ". Mean ± sem over a base's seeds. A base's seeds draw their own training and "
+        "validation samples too, so the gap between bases is the start's effect plus that noise, of about the "
+        "within-base sd of one seed.",
+    ]
+    return "\n".join(lines)
+
+
 # the README's rows: the baseline, the equal-cost control and the judges a user can run (no oracle dial)
 HEADLINE = (BASELINE, CONTROL, "prover_heuristic", "prover_divergence", "prover_judge_model")
 
@@ -304,7 +391,13 @@ def _headline(report: Mapping[str, Any]) -> str:
     return headline_table(headline_rows("learning in verl's loop", report["runs"], HEADLINE, BASELINE))
 
 
-PARTS = {"table": _table, "per_seed": _per_seed_table, "break_even": _break_even, "headline": _headline}
+PARTS = {
+    "table": _table,
+    "per_seed": _per_seed_table,
+    "break_even": _break_even,
+    "bases": _bases,
+    "headline": _headline,
+}
 
 
 def render(report: Mapping[str, Any], part: str) -> str:

@@ -9,15 +9,23 @@ builder for the model's tokenizer, processor and chat template (with the recipes
 loss is on the tokens the policy generates (each reply and its end-of-turn token) only, and training stops once the
 model, sampled at temperature 1, would replay the expert's replies exactly with probability ``--target-replay``
 (mean over the episodes). It is a smoke-test device and says nothing about the method.
+
+The imitation is full-batch and draws nothing, so its weights are a function of its start and of the arithmetic:
+it runs on ``--threads`` torch threads (1 by default, whatever the machine's cores) with torch's deterministic
+algorithms, and reports the CPU code path torch used (``numerics``). At learning rate 1e-2 a step is chaotic (the
+replay probability jumps by many orders of magnitude from one step to the next), so a difference in the last bit of
+one step's arithmetic, if a machine ever computes one, becomes a different base within tens of steps: ``--trace``
+keeps the replay probability of every step, and the result says how close the stop came to flipping (``margin``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -108,6 +116,38 @@ def replay_log_probs(model, batch: list[tuple[list[int], list[int]]]) -> torch.T
     return (token_lp * mask).sum(-1)
 
 
+def numerics(threads: int) -> dict:
+    """What the imitation's arithmetic is on this machine with ``threads`` torch threads: torch's version, the
+    threads, and the CPU code path torch dispatches to (AVX2, AVX512, ...), which is the machine's, recorded, not
+    chosen."""
+    return {"torch": torch.__version__, "threads": threads, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+
+
+@contextlib.contextmanager
+def fixed_numerics(threads: int) -> Iterator[None]:
+    """Run the block on ``threads`` intra-op threads (a reduction split another way sums in another order) with
+    torch's deterministic algorithms, then give the caller's settings back."""
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    before = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    torch.set_num_threads(threads)
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before[0])
+        torch.use_deterministic_algorithms(before[1])
+
+
+def stop_margin(trace: Sequence[float], target: float) -> float | None:
+    """How far the stop was from flipping: the smallest relative distance to ``target`` of the replay probability
+    at the stop and at the step before it (None before a step was taken). A stop decided by a margin near the
+    arithmetic's rounding (about 1e-6 relative in float32) is one that another machine's last bit could move."""
+    if len(trace) < 2:
+        return None
+    return min(abs(value - target) / target for value in trace[-2:])
+
+
 def imitate(
     model_dir: str | Path,
     env_name: str,
@@ -118,13 +158,17 @@ def imitate(
     lr: float = 1e-2,
     seed: int = 0,
     max_episodes: int | None = None,
+    threads: int = 1,
+    trace: list[float] | None = None,
 ) -> dict:
     """Train the model in ``model_dir`` in place on expert episodes of the train parquet's tasks, until it replays
     the expert exactly with mean probability ``target_replay`` over those episodes (or ``max_steps`` run out);
     ``max_episodes`` takes only the first tasks (each step is a pass over every episode).
 
     Stopping at a replay probability, not after a fixed number of steps, gives a policy that wins some sampled
-    episodes and loses others whatever the env's episode length: the groups ProVer needs.
+    episodes and loses others whatever the env's episode length: the groups ProVer needs. The replay probability is
+    averaged in float64 from the float32 log-probabilities. ``threads`` torch threads and deterministic algorithms
+    (:func:`fixed_numerics`) fix the arithmetic; ``trace``, if given, receives every step's replay probability.
     """
     if not 0.0 < target_replay < 1.0:
         raise ValueError(f"target_replay must be in (0, 1), got {target_replay}")
@@ -132,6 +176,25 @@ def imitate(
         raise ValueError(f"max_episodes must be >= 1, got {max_episodes}")
     if max_steps < 0:
         raise ValueError(f"max_steps must be >= 0, got {max_steps}")
+    with fixed_numerics(threads):
+        return _imitate(
+            model_dir, env_name, data_dir, env_kwargs, target_replay, max_steps, lr, seed, max_episodes, trace
+        )
+
+
+def _imitate(
+    model_dir: str | Path,
+    env_name: str,
+    data_dir: str | Path,
+    env_kwargs: dict,
+    target_replay: float,
+    max_steps: int,
+    lr: float,
+    seed: int,
+    max_episodes: int | None,
+    trace: list[float] | None,
+) -> dict:
+    """:func:`imitate`'s training, under the arithmetic its caller fixed."""
     torch.manual_seed(seed)
     rows = pd.read_parquet(Path(data_dir) / "train.parquet")[:max_episodes]
     builder = token_builder(model_dir)
@@ -147,7 +210,9 @@ def imitate(
     for step in range(max_steps + 1):  # step = updates made so far; the replay probability is of these weights
         optimizer.zero_grad()
         log_p = replay_log_probs(model, batch)
-        replay = float(log_p.detach().exp().mean())
+        replay = float(log_p.detach().double().exp().mean())
+        if trace is not None:
+            trace.append(replay)
         if replay >= target_replay or step == max_steps:
             break
         if step % 25 == 0:  # progress: a run of a few hundred steps takes minutes
@@ -174,8 +239,11 @@ def main(argv: list[str] | None = None) -> None:
         help="torch seed (full-batch imitation draws nothing: the start decides the weights)",
     )
     parser.add_argument("--max-episodes", type=int, help="imitate the first N train tasks only (default: all)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (1: the same sums on any machine)")
+    parser.add_argument("--trace", action="store_true", help="also print every step's replay probability")
     args = parser.parse_args(argv)
     start = time.perf_counter()
+    trace: list[float] = []
     result = imitate(
         args.model,
         args.env,
@@ -186,8 +254,17 @@ def main(argv: list[str] | None = None) -> None:
         lr=args.lr,
         seed=args.seed,
         max_episodes=args.max_episodes,
+        threads=args.threads,
+        trace=trace,
     )
-    print(json.dumps({**result, "seconds": round(time.perf_counter() - start, 1)}))
+    margin = stop_margin(trace, args.target_replay)
+    if margin is not None and margin < 1e-4:
+        print(f"[imitate] the stop was {margin:.1e} (relative) from flipping", file=sys.stderr, flush=True)
+    record = {**result, "replay": trace[-1] if trace else None, "margin": margin}
+    record |= {"numerics": numerics(args.threads), "seconds": round(time.perf_counter() - start, 1)}
+    if args.trace:
+        record["trace"] = trace
+    print(json.dumps(record))
 
 
 if __name__ == "__main__":
