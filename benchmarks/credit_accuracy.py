@@ -12,10 +12,11 @@ Monte-Carlo baseline at ``--mc-k``) is compared with ``A*``
 (:func:`prover_verl.eval.credit_accuracy.credit_accuracy`): Pearson's r; the shares of same and of opposite sign on
 the pivotal turns (the key room, and the guard room in the ``guard`` variant) and on the other turns, each over
 those whose ``A*`` is clearly non-zero; and the share of the gradient weight ``sum |advantage|`` on turns whose
-``A*`` is about zero (``|A*| <= max(0.02, 2 sem)``). Values are the mean over ``--seeds`` (a seed draws the
-policy's initial weights, its GRPO updates and the batch) with the sem over seeds.
+``A*`` is about zero (``|A*| <= max(0.02, 2 sem)``), also weighted by each turn's logit-gradient size
+``||onehot(a) - pi||``. Values are the mean over ``--seeds`` (a seed draws the policy's initial weights, its GRPO
+updates and the batch) with the sem over seeds.
 
-    python benchmarks/credit_accuracy.py          # every variant of VARIANTS, 5 stages, 5 seeds: ~6 min on 1 core
+    python benchmarks/credit_accuracy.py          # every variant of VARIANTS, 5 stages, 5 seeds: ~3 min on 1 core
 
 Variants: the demo's ``default`` family, the learning benchmark's ``hard`` one (two doors, the note by the keys,
 the key room second of ten), ``distract7`` (the same with seven distractor rooms before the key room) and ``guard``
@@ -70,6 +71,7 @@ METRICS = (
     "other_sign_agreement",
     "other_opposite_sign",
     "null_weight_share",
+    "null_gradient_share",
     "extra_env_steps",
 )
 # table columns: (heading, metrics shown in the cell, joined by " / ")
@@ -78,6 +80,7 @@ COLUMNS = (
     ("pivotal A*!=0: same / opposite sign", ("pivotal_sign_agreement", "pivotal_opposite_sign")),
     ("other A*!=0: same / opposite sign", ("other_sign_agreement", "other_opposite_sign")),
     ("weight on A*~0", ("null_weight_share",)),
+    ("gradient on A*~0", ("null_gradient_share",)),
     ("extra env steps", ("extra_env_steps",)),
 )
 
@@ -142,6 +145,18 @@ def grpo_updates(policy: MLPPolicy, sim: Simulator, updates: int, args: argparse
     return success
 
 
+@torch.no_grad()
+def logit_gradient_size(policy: MLPPolicy, rollouts: Rollouts) -> np.ndarray:
+    """``||onehot(a_t) - pi(.|s_t)||``, the size of each turn's log-probability gradient with respect to the logits
+    (small where the policy is near-deterministic), ``(rows, MAX_TURNS)`` (0 past a row's end)."""
+    probs = torch.softmax(policy(torch.from_numpy(rollouts.features)).double(), dim=-1).numpy()
+    actions = np.maximum(rollouts.actions, 0)
+    onehot = np.zeros_like(probs)
+    np.put_along_axis(onehot, actions[..., None], 1.0, axis=-1)
+    size = np.linalg.norm(onehot - probs, axis=-1)
+    return np.where(rollouts.actions >= 0, size, 0.0)
+
+
 def measure(variant: str, stage: int, seed: int, args: argparse.Namespace) -> dict[str, Any]:
     """One seed of one (variant, stage): the batch's true advantages and every method's accuracy against them."""
     torch.manual_seed(seed)
@@ -158,6 +173,7 @@ def measure(variant: str, stage: int, seed: int, args: argparse.Namespace) -> di
     pivotal = (turn == table.pivot_turn[rollouts.task][:, None]) | (turn == table.guard_turn[rollouts.task][:, None])
     pivotal = pivotal[valid]  # the key room, and the guard room where there is one
     truth_v, sem_v, exact_v = truth[valid], sem[valid], exact[valid]
+    grad_scale = logit_gradient_size(policy, rollouts)[valid]
     result: dict[str, Any] = {
         "seed": seed,
         "batch_success": float(rollouts.won.mean()),
@@ -181,7 +197,8 @@ def measure(variant: str, stage: int, seed: int, args: argparse.Namespace) -> di
             advantages = method(rollouts, sim, np.random.default_rng([seed, 4, stage, index]), loop)
             per_turn = turn_values(advantages, rollouts).numpy().astype(np.float64)[valid]
             exact_r = credit_accuracy(per_turn, exact_v, np.zeros_like(exact_v), pivotal)["correlation"]
-            result["methods"][name] = credit_accuracy(per_turn, truth_v, sem_v, pivotal) | {
+            accuracy = credit_accuracy(per_turn, truth_v, sem_v, pivotal, grad_scale=grad_scale)
+            result["methods"][name] = accuracy | {
                 "exact_correlation": exact_r,
                 "extra_env_steps": sim.env_steps - before,
             }
@@ -266,6 +283,7 @@ def metric_table(report: dict[str, Any], metric: str) -> str:
 PARTS = {
     "correlation": lambda report: metric_table(report, "correlation"),
     "null_weight": lambda report: metric_table(report, "null_weight_share"),
+    "null_gradient": lambda report: metric_table(report, "null_gradient_share"),
     "pivotal_same": lambda report: metric_table(report, "pivotal_sign_agreement"),
     "pivotal_opposite": lambda report: metric_table(report, "pivotal_opposite_sign"),
     "other_same": lambda report: metric_table(report, "other_sign_agreement"),
@@ -276,8 +294,8 @@ PARTS = {
 
 def render(report: dict[str, Any], part: str) -> str:
     """A part of a results file for ``benchmarks/doc_tables.py``: one metric over every block (``correlation``,
-    ``null_weight``, ``pivotal_same``, ``pivotal_opposite``, ``other_same``, ``other_opposite``) or every block's
-    full table (``table``)."""
+    ``null_weight``, ``null_gradient``, ``pivotal_same``, ``pivotal_opposite``, ``other_same``,
+    ``other_opposite``) or every block's full table (``table``)."""
     if part not in PARTS:
         raise ValueError(f"unknown part {part!r} of a credit_accuracy report; one of {list(PARTS)}")
     return PARTS[part](report)

@@ -16,7 +16,9 @@ advantage on every turn; GiGPO's; ProVer's, GRPO plus the verified segment's cre
   on the others;
 * ``null_weight_share``: the share of the method's gradient weight ``sum |advantage|`` on the turns whose ``A*``
   is about zero, i.e. turns whose action did not matter: a policy-gradient step puts that share of its weight on
-  pure noise.
+  pure noise; ``null_gradient_share`` weighs each turn also by the size of its log-probability's gradient (given as
+  ``grad_scale``, e.g. ``||onehot(a) - pi(.|s)||`` with respect to the logits), which is small where the policy is
+  already near-deterministic, so that turns a policy no longer varies on count for little.
 
 Nothing here samples; the benchmark (``benchmarks/credit_accuracy.py``) plays the continuations.
 """
@@ -78,6 +80,7 @@ def credit_accuracy(
     pivotal: np.ndarray,
     tolerance: float = NULL_TOLERANCE,
     sems: float = NULL_SEMS,
+    grad_scale: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """Compare a method's per-turn advantages with the true ones, over the turns of a batch (flattened).
 
@@ -88,13 +91,16 @@ def credit_accuracy(
         pivotal: ``(turns,)`` bool, the turns the env marks as the decision (e.g. KeyDoor's key room).
         tolerance: ``A*`` at most this (or ``sems`` standard errors) counts as zero (:func:`null_turns`).
         sems: See ``tolerance``.
+        grad_scale: ``(turns,)`` the size of each turn's log-probability gradient, for ``null_gradient_share``
+            (None: that entry is None).
 
     Returns:
         ``turns``, ``null_turns``, ``pivotal_turns`` and ``other_turns`` (the clearly non-zero ones, on which the
         sign agreements are measured), ``correlation`` (None where either side is constant),
         ``pivotal_sign_agreement``, ``other_sign_agreement`` (None where no such turn) and
         ``pivotal_opposite_sign``, ``other_opposite_sign`` (the share with the opposite sign; a zero advantage is in
-        neither), ``null_weight_share`` (None where the method's advantages are all zero).
+        neither), ``null_weight_share`` and ``null_gradient_share`` (None where the method's advantages are all
+        zero, or no ``grad_scale``).
     """
     method, truth = np.asarray(method, dtype=np.float64), np.asarray(truth, dtype=np.float64)
     pivotal = np.asarray(pivotal, dtype=bool)
@@ -111,6 +117,13 @@ def credit_accuracy(
         correlation = float(np.corrcoef(method, truth)[0, 1])
     weight = np.abs(method)
     total = float(weight.sum())
+    gradient_share = None
+    if grad_scale is not None:
+        grad_scale = np.asarray(grad_scale, dtype=np.float64)
+        if grad_scale.shape != method.shape or (grad_scale < 0).any():
+            raise ValueError(f"grad_scale must be {method.shape}, non-negative, got {grad_scale.shape}")
+        gradient = weight * grad_scale
+        gradient_share = float(gradient[null].sum() / gradient.sum()) if gradient.sum() > 0 else None
     pivotal_agree, pivotal_opposite = _sign_shares(method[signed_pivotal], truth[signed_pivotal])
     other_agree, other_opposite = _sign_shares(method[signed_other], truth[signed_other])
     return {
@@ -124,6 +137,7 @@ def credit_accuracy(
         "other_sign_agreement": other_agree,
         "other_opposite_sign": other_opposite,
         "null_weight_share": float(weight[null].sum()) / total if total > 0 else None,
+        "null_gradient_share": gradient_share,
     }
 
 

@@ -36,6 +36,12 @@ def test_credit_accuracy_against_hand_computed_values():
     # other signed turns: 0.3 gets 0 (neither), -0.2 gets -1 (same)
     assert out["other_sign_agreement"] == 0.5 and out["other_opposite_sign"] == 0.0
     assert out["null_weight_share"] == pytest.approx(2 / 5)  # |1| + |-1| of 1 + 1 + 1 + 1 + 0 + 1
+    assert out["null_gradient_share"] is None
+    scale = np.array([1.0, 1.0, 0.5, 0.0, 2.0, 1.0])  # the null turns 2, 3 weigh 0.5 and 0
+    weighted = credit_accuracy(method, truth, sem, pivotal, tolerance=0.02, sems=2, grad_scale=scale)
+    assert weighted["null_gradient_share"] == pytest.approx(0.5 / (1 + 1 + 0.5 + 0 + 0 + 1))
+    with pytest.raises(ValueError):
+        credit_accuracy(method, truth, sem, pivotal, grad_scale=-scale)
     m, t = method - method.mean(), truth - truth.mean()
     assert out["correlation"] == pytest.approx(float((m * t).sum() / math.sqrt((m * m).sum() * (t * t).sum())))
 
