@@ -13,6 +13,7 @@ try:
     # The platform first: verl resolves its platform once per process, and the imports below already ask for it.
     # (a plain import, which import sorting keeps ahead of the from-imports)
     import prover_verl.cpu.register  # noqa: F401
+    import prover_verl.rollout.register  # noqa: F401
 
     # Registration happens on import. The trainer and agent loop add ~1-2 s of imports per process, on top of
     # the ~6 s verl's core_algos already costs.

