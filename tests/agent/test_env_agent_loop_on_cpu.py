@@ -331,3 +331,10 @@ async def test_a_row_written_from_other_data_fails_at_its_first_reset_naming_bot
     extra = {"env": "forkroad", "task_id": "road-0", "verify": False, "data_fingerprint": "0123abcd"}
     with pytest.raises(ValueError, match=r"written from data 0123abcd, but the env on node .* holds data None"):
         await loop.run({}, uid="other-data", session_id=0, global_steps=1, extra_info=extra)
+
+
+def test_training_on_continuations_is_refused_naming_the_key(make_loop, make_config, scripted_server):
+    # the CPU demo trains on them; this loop does not return them yet (issue 39, item 4)
+    with pytest.raises(ValueError, match=r"algorithm.prover.train_on_continuations=true is implemented in the CPU"):
+        make_loop(make_config(train_on_continuations=True), scripted_server())
+    make_loop(make_config(adv_estimator="grpo", train_on_continuations=True), scripted_server())  # unused by GRPO
