@@ -156,7 +156,19 @@ def base_settings(args: argparse.Namespace, index: int) -> dict[str, Any]:
         "init_seed": args.imitate_seed + index,
         "imitate_env_kwargs": args.imitate_env_kwargs,
         "val_split": args.val_split,
-    }
+    } | ({"imitate_cpu_capability": args.imitate_cpu_capability} if args.imitate_cpu_capability else {})
+
+
+# what pins a CPU code path for the base's arithmetic (--imitate-cpu-capability): torch's own kernels (ATen's
+# dispatch), MKL's (its conditional numerical reproducibility branch) and oneDNN's; set before torch starts
+CPU_PINS = {"avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}}
+
+
+def _pinned(args: argparse.Namespace) -> list[str]:
+    """The ``env`` prefix that runs a base's commands on ``--imitate-cpu-capability``'s code path (none: the
+    machine's own)."""
+    pins = CPU_PINS.get(args.imitate_cpu_capability or "", {})
+    return ["env", *(f"{k}={v}" for k, v in pins.items())] if pins else []
 
 
 # the files of a model directory that make its tokenizer (those present are hashed, in this order)
@@ -210,19 +222,19 @@ def prepare_base(args: argparse.Namespace, index: int = 0) -> Path:
     shutil.rmtree(base, ignore_errors=True)
     base.mkdir(parents=True)
     log = base / "prepare.log"
-    py = sys.executable
+    py = [*_pinned(args), sys.executable]
     print(f"[learning] imitating base {index} (seed {settings['imitate_seed']})", flush=True)
-    model = [py, "-m", "prover_verl.tiny_model", "--out", str(base / "model"), "--corpus-env", args.env]
+    model = [*py, "-m", "prover_verl.tiny_model", "--out", str(base / "model"), "--corpus-env", args.env]
     _run(model + ["--seed", str(settings["init_seed"])], log)
     _run(
-        [py, "-m", "prover_verl.data", "--env", args.env, "--out", str(base / "data"), "--env-kwargs", args.env_kwargs]
+        [*py, "-m", "prover_verl.data", "--env", args.env, "--out", str(base / "data"), "--env-kwargs", args.env_kwargs]
         + ["--max-train", str(args.train_tasks), "--max-val", str(args.val_tasks)]
         + (["--val-split", args.val_split] if args.val_split else []),
         log,
     )
     start = time.perf_counter()
     imitation = _run(
-        [py, "-m", "prover_verl.imitate", "--model", str(base / "model"), "--env", args.env]
+        [*py, "-m", "prover_verl.imitate", "--model", str(base / "model"), "--env", args.env]
         + ["--data-dir", str(base / "data"), "--env-kwargs", args.imitate_env_kwargs or args.env_kwargs]
         + ["--target-replay", str(args.imitate_replay), "--max-episodes", str(args.imitate_episodes)]
         + ["--seed", str(settings["imitate_seed"]), "--trace"],
@@ -514,6 +526,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--imitate-replay", type=float, default=0.1)
     parser.add_argument(
         "--imitate-seed", type=int, default=0, help="base i starts from the tiny model initialised with this seed + i"
+    )
+    parser.add_argument(
+        "--imitate-cpu-capability",
+        choices=sorted(CPU_PINS),
+        default=None,
+        help="build the bases on this CPU code path (torch's ATen kernels, MKL, oneDNN), not the machine's own: the "
+        "same bits on any x86 machine that has it (the committed runs' bases were built on the machine's own AVX512)",
     )
     parser.add_argument(
         "--imitate-env-kwargs", default="", help="env kwargs of the expert episodes imitated (default --env-kwargs)"

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -35,6 +36,9 @@ import envs
 from prover_verl.agent.adapters import make_adapter
 from prover_verl.hf_model import load_policy_model
 
+# environment variables that choose a CPU code path (torch's ATen dispatch, MKL's reproducibility branch, oneDNN's
+# instruction set): recorded with the arithmetic where set
+CPU_PIN_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA")
 # the recipes' data.apply_chat_template_kwargs (recipes/common.sh): no thinking block is generated
 CHAT_TEMPLATE_KWARGS = {"enable_thinking": False}
 
@@ -118,9 +122,11 @@ def replay_log_probs(model, batch: list[tuple[list[int], list[int]]]) -> torch.T
 
 def numerics(threads: int) -> dict:
     """What the imitation's arithmetic is on this machine with ``threads`` torch threads: torch's version, the
-    threads, and the CPU code path torch dispatches to (AVX2, AVX512, ...), which is the machine's, recorded, not
-    chosen."""
-    return {"torch": torch.__version__, "threads": threads, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+    threads, the CPU code path torch's kernels dispatch to (AVX2, AVX512, ...: the machine's, unless the environment
+    pins it) and the :data:`CPU_PIN_VARIABLES` that are set."""
+    pins = {name: os.environ[name] for name in CPU_PIN_VARIABLES if name in os.environ}
+    capability = torch.backends.cpu.get_cpu_capability()
+    return {"torch": torch.__version__, "threads": threads, "cpu_capability": capability} | pins
 
 
 @contextlib.contextmanager

@@ -224,3 +224,36 @@ def test_verify_of_a_run_without_a_fingerprint_compares_the_imitation_record(tmp
     learning.main(["--verify", "--verify-base-only", "--out", str(tmp_path / "out"), "--work", str(tmp_path / "w")])
     out = capsys.readouterr().out
     assert "committed: none recorded" in out and "MATCH: base 0 rebuilt equal" in out
+
+
+def test_a_base_can_be_built_on_a_pinned_cpu_code_path(tmp_path, monkeypatch):
+    """torch's AVX512 and AVX2 kernels sum in other orders (base 0's first update differs in its bits), so a base is
+    the same on two machines only on one code path: ``--imitate-cpu-capability avx2`` runs the base's commands with
+    it pinned and is part of the base's settings; the machine's own path (the committed bases') leaves the settings
+    as they were."""
+    calls = []
+
+    def run(cmd, log):
+        calls.append(cmd)
+        if "prover_verl.tiny_model" in cmd:
+            Path(cmd[cmd.index("--out") + 1]).mkdir(parents=True)
+        return '{"steps": 1, "replay_probability": 0.1}\n'
+
+    monkeypatch.setattr(learning, "_run", run)
+    pinned = learning.parse_args(["--work", str(tmp_path / "a"), "--imitate-cpu-capability", "avx2"])
+    learning.prepare_base(pinned)
+    assert len(calls) == 3 and all(cmd[:2] == ["env", "ATEN_CPU_CAPABILITY=avx2"] for cmd in calls)
+    assert "MKL_CBWR=AVX2" in calls[-1] and learning.base_settings(pinned, 0)["imitate_cpu_capability"] == "avx2"
+    calls.clear()
+    native = learning.parse_args(["--work", str(tmp_path / "b")])
+    learning.prepare_base(native)
+    assert all(cmd[0] != "env" for cmd in calls) and "imitate_cpu_capability" not in learning.base_settings(native, 0)
+    committed = json.loads(
+        (learning.ROOT / "benchmarks/results/learning/keydoor_hard/runs/grpo_seed1.json").read_text()
+    )
+    assert committed["settings"]["base"] == learning.base_settings(native, 0)
+
+
+def test_the_imitations_record_names_a_pinned_code_path(monkeypatch):
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    assert imitate.numerics(1)["ATEN_CPU_CAPABILITY"] == "avx2"
