@@ -20,11 +20,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.provenance import code_commit, command_line  # noqa: E402
 from prover_verl.config import ProverConfig  # noqa: E402
+from prover_verl.demo import report as demo_report  # noqa: E402
 from prover_verl.demo.__main__ import add_run_arguments, execute, run_configs, settings_of  # noqa: E402
 from prover_verl.demo.report import HEADER, write_report  # noqa: E402
 from prover_verl.demo.train import MethodSpec, default_methods  # noqa: E402
@@ -93,6 +96,53 @@ def ablation_methods(
             name = f"ProVer {field}={value}" + (f" ({tag})" if base else "")
             methods.append(MethodSpec(name, "prover", judge=kind, accuracy=accuracy, prover=config))
     return methods
+
+
+def variant_name(report: dict) -> str:
+    """The KeyDoor variant a results file trained on: its name in ``benchmarks/credit_accuracy.py``'s ``VARIANTS``,
+    else its keywords (``default``: none)."""
+    from benchmarks.credit_accuracy import VARIANTS
+
+    keywords = {k: v for k, v in report["settings"]["run"].get("keydoor", [])}
+    for name, values in VARIANTS.items():
+        if values == keywords:
+            return name
+    return json.dumps(keywords, sort_keys=True)
+
+
+def gaps(report: dict) -> str:
+    """Each method's success minus GRPO's at equal updates, paired by seed, as a markdown table: the mean over the
+    evaluations (the AUC difference) with its sem over seeds, and the largest mean paired difference at one
+    evaluation with its update (a maximum over noisy points: an upper estimate)."""
+    runs = report["runs"]
+    grpo = sorted(runs["GRPO"], key=lambda r: r["seed"])
+    lines = [
+        "| variant | method | seeds | success AUC minus GRPO's (sem) | largest mean gap at one update (update) |",
+        "|---|---|---|---|---|",
+    ]
+    for name, method_runs in runs.items():
+        if name == "GRPO":
+            continue
+        method_runs = sorted(method_runs, key=lambda r: r["seed"])
+        if [r["seed"] for r in method_runs] != [r["seed"] for r in grpo]:
+            raise ValueError(f"{name}: seeds differ from GRPO's")
+        diffs = np.array([[p["success"] - q["success"] for p, q in zip(m["curve"], g["curve"], strict=True)]
+                          for m, g in zip(method_runs, grpo, strict=True)])  # fmt: skip
+        auc = diffs.mean(axis=1)
+        sem = auc.std(ddof=1) / np.sqrt(len(auc)) if len(auc) > 1 else float("nan")
+        at = int(np.argmax(diffs.mean(axis=0)))
+        update = grpo[0]["curve"][at]["update"]
+        lines.append(
+            f"| {variant_name(report)} | {name} | {len(auc)} | {auc.mean():+.3f} ({sem:.3f}) | "
+            f"{diffs.mean(axis=0)[at]:+.3f} ({update}) |"
+        )
+    return "\n".join(lines)
+
+
+def render(report: dict, part: str) -> str:
+    """A part of a results file this benchmark wrote, for ``benchmarks/doc_tables.py``: ``gaps`` (:func:`gaps`),
+    or any part the demo's report renders (``table``, ``headline``)."""
+    return gaps(report) if part == "gaps" else demo_report.render(report, part)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

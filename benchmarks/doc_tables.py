@@ -26,7 +26,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import credit_accuracy, judge_agentic, keydoor_probe, keydoor_reading, learning_report  # noqa: E402
+from benchmarks import (  # noqa: E402
+    credit_accuracy,
+    credit_assignment,
+    judge_agentic,
+    keydoor_probe,
+    keydoor_reading,
+    learning_report,
+)
 from prover_verl.demo import report as demo_report  # noqa: E402
 from prover_verl.judge_model import report as judge_model_report  # noqa: E402
 
@@ -46,7 +53,7 @@ RENDERERS = {
     "benchmarks/results/judge_model/": _judge_model,
     "benchmarks/results/demo/": demo_report.render,
     "benchmarks/results/demo_continuations/": demo_report.render,
-    "benchmarks/results/ceiling_demo/": demo_report.render,
+    "benchmarks/results/ceiling_demo/": credit_assignment.render,
     "benchmarks/results/credit_accuracy/": credit_accuracy.render,
 }
 

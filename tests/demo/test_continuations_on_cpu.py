@@ -107,3 +107,21 @@ def test_a_run_trains_on_the_keydoor_variant_it_names():
     plain, guarded = train(config), train(dataclasses.replace(config, keydoor=variant))
     # every episode of a variant's corridor is ten rooms long: 2 groups x 8 episodes x 10 steps
     assert guarded["main_steps"] == 160 and plain["main_steps"] != 160
+
+
+def test_ceiling_gaps_pair_runs_by_seed_against_grpo():
+    from benchmarks import credit_assignment
+
+    def run(seed, successes):
+        return {"seed": seed, "curve": [{"update": 5 * i, "success": s} for i, s in enumerate(successes)]}
+
+    report = {
+        "settings": {"run": {"keydoor": [["doors", 2], ["early_pivot", True], ["note_at_keys", True]]}},
+        "runs": {
+            "GRPO": [run(1, [0.0, 0.2, 0.9]), run(0, [0.0, 0.4, 1.0])],
+            "ProVer": [run(0, [0.0, 0.6, 1.0]), run(1, [0.0, 0.2, 0.9])],  # +0.2 at update 5 on seed 0 only
+        },
+    }
+    table = credit_assignment.render(report, "gaps").splitlines()
+    # seed 0: mean diff 0.2 / 3, seed 1: 0 -> AUC +0.033 (sem 0.033); mean gap at update 5: +0.1
+    assert table[2] == "| hard | ProVer | 2 | +0.033 (0.033) | +0.100 (5) |"
