@@ -7,6 +7,9 @@
   segment's policy tokens only (via :func:`~prover_verl.core.credit_tensor` and
   :func:`~prover_verl.core.merge_credit`, scaled by the row's GRPO ``1 / (std + eps)`` as the ``prover``
   estimator does).
+  With ``train_on_continuations`` the verifier's continuations are recorded and returned as
+  :class:`ContinuationTokens` (each fork point's continuations a group: outcome minus the group's mean), which the
+  trainer adds to the same token mean.
 * :func:`gigpo_advantages`: GiGPO: GRPO's episode advantage plus a step advantage over the rows of a group that
   reached the same KeyDoor state (:func:`~prover_verl.core.gigpo_advantage`, the ``gigpo`` estimator's math); no
   extra env steps.
