@@ -569,6 +569,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--out/runs/RUN.json: prints MATCH, or MISMATCH with the first differing quantity (exit 1)",
     )
     parser.add_argument("--verify-base-only", action="store_true", help="--verify the base only, not the run")
+    parser.add_argument(
+        "--verify-updates",
+        type=int,
+        default=None,
+        help="--verify the run's first N updates only (its validations up to update N; a run's quarter hour is most "
+        "of a check, and the first updates are the same arithmetic)",
+    )
+    parser.add_argument(
+        "--verify-reuse-base",
+        action="store_true",
+        help="--verify with the base an earlier --verify rebuilt in the same --work (default: rebuilt from nothing)",
+    )
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     quick = {"val_samples": 2, "test_freq": args.steps, "trim_to_budget": True, "jobs": 2, "seeds": "1,2,3"}
@@ -634,11 +646,14 @@ CURVE_KEYS = ("update", "env_steps", "success")
 TOTAL_KEYS = ("env_steps", "main_steps", "extra_steps")
 
 
-def first_difference(committed: dict[str, Any], rebuilt: dict[str, Any], base_only: bool = False) -> str | None:
+def first_difference(
+    committed: dict[str, Any], rebuilt: dict[str, Any], base_only: bool = False, updates: int | None = None
+) -> str | None:
     """The first quantity in which a rebuilt run differs from its committed file, in the order they are made: the
     base's tokenizer and weights (where the committed file records its fingerprint), its imitation (steps, replay
     probability), then the run (every validation's update, env steps and success, the totals, the credit
-    counts); None if every one is equal, to the bit. ``base_only``: the base only (``rebuilt`` is a base.json)."""
+    counts); None if every one is equal, to the bit. ``base_only``: the base only (``rebuilt`` is a base.json);
+    ``updates``: the rebuilt run trained only this many updates, so only the validations up to it are compared."""
     ours, theirs = (rebuilt if base_only else rebuilt["base"]), committed["base"]
     pairs: list[tuple[str, Any, Any]] = []
     if theirs.get("fingerprint"):
@@ -648,13 +663,15 @@ def first_difference(committed: dict[str, Any], rebuilt: dict[str, Any], base_on
     for key in ("steps", "replay_probability"):
         pairs.append((f"base {theirs['index']} imitation {key}", ours["imitation"].get(key), theirs["imitation"][key]))
     if not base_only:
-        for i, point in enumerate(committed["curve"]):
+        curve = [p for p in committed["curve"] if updates is None or p["update"] <= updates]
+        for i, point in enumerate(curve):
             mine = rebuilt["curve"][i] if i < len(rebuilt["curve"]) else {}
             for key in CURVE_KEYS:
                 pairs.append((f"validation {i} (update {point['update']}) {key}", mine.get(key), point[key]))
-        pairs.append(("validations", len(rebuilt["curve"]), len(committed["curve"])))
-        pairs += [(key, rebuilt.get(key), committed.get(key)) for key in TOTAL_KEYS]
-        pairs += [(f"credit {k}", rebuilt["credit"].get(k), v) for k, v in committed.get("credit", {}).items()]
+        pairs.append(("validations", len(rebuilt["curve"]), len(curve)))
+        if updates is None:  # totals of the whole run
+            pairs += [(key, rebuilt.get(key), committed.get(key)) for key in TOTAL_KEYS]
+            pairs += [(f"credit {k}", rebuilt["credit"].get(k), v) for k, v in committed.get("credit", {}).items()]
     for label, here, there in pairs:
         if here != there:
             return f"{label}: {here} rebuilt, {there} committed"
@@ -678,8 +695,18 @@ def verify(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit(f"--verify {args.verify}: the committed run was made with other settings ({', '.join(keys)})"
                          ": give the flags it was made with")  # fmt: skip
     work = args.work / "verify"
-    shutil.rmtree(work, ignore_errors=True)
+    if args.verify_reuse_base and (work / f"base{committed['base']['index']}" / "base.json").exists():
+        print(f"[verify] reusing the base an earlier --verify rebuilt in {work} (its settings are checked)", flush=True)
+        for folder in ("runs", "out"):
+            shutil.rmtree(work / folder, ignore_errors=True)
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+    updates = args.verify_updates
+    if updates is not None and not 1 <= updates <= settings["steps"]:
+        raise SystemExit(f"--verify-updates {updates}: the committed run trained 1 to {settings['steps']} updates")
     rebuild = argparse.Namespace(**{**vars(args), "work": work, "out": work / "out"})
+    if updates is not None:  # the first updates of the run: the same arithmetic, fewer of them
+        rebuild.steps = updates
     index = committed["base"]["index"]
     start = time.perf_counter()
     base = json.loads((prepare_base(rebuild, index) / "base.json").read_text())
@@ -696,14 +723,16 @@ def verify(args: argparse.Namespace) -> dict[str, Any]:
         curve = [round(p["success"], 4) for p in run["curve"]]
         print(f"[verify] {args.verify} rebuilt: success {curve} (committed: "
               f"{[round(p['success'], 4) for p in committed['curve']]})", flush=True)  # fmt: skip
-        difference = first_difference(committed, run)
-    checked = f"base {index}" + ("" if run is None else f" and {args.verify}")
+        difference = first_difference(committed, run, updates=updates)
+    part = "" if updates is None else f" (its first {updates} update{'s' * (updates > 1)})"
+    checked = f"base {index}" + ("" if run is None else f" and {args.verify}{part}")
     verdict = f"MATCH: {checked} rebuilt equal to the committed file" if difference is None else (
         f"MISMATCH: first difference: {difference}")  # fmt: skip
     report = {
         "command": "python benchmarks/learning.py " + " ".join(args.argv),
         "commit": _commit(),
         "run": args.verify,
+        "updates": updates,
         "checked": checked,
         "match": difference is None,
         "first_difference": difference,
@@ -762,7 +791,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     settings = {
         k: (str(v) if isinstance(v, Path) else v)
         for k, v in vars(args).items()
-        if k not in ("out", "work", "argv", "verify", "verify_base_only")
+        if not k.startswith("verify") and k not in ("out", "work", "argv")
     }
     settings["missing_runs"] = missing
     settings["trained"] = {"runs": len(trained), "elapsed_s": round(time.perf_counter() - start, 1)}

@@ -12,10 +12,12 @@ model, sampled at temperature 1, would replay the expert's replies exactly with 
 
 The imitation is full-batch and draws nothing, so its weights are a function of its start and of the arithmetic:
 it runs on ``--threads`` torch threads (1 by default, whatever the machine's cores) with torch's deterministic
-algorithms, and reports the CPU code path torch used (``numerics``). At learning rate 1e-2 a step is chaotic (the
-replay probability jumps by many orders of magnitude from one step to the next), so a difference in the last bit of
-one step's arithmetic, if a machine ever computes one, becomes a different base within tens of steps: ``--trace``
-keeps the replay probability of every step, and the result says how close the stop came to flipping (``margin``).
+algorithms, and reports the CPU code path torch used (``numerics``). That path is the machine's: torch's AVX512
+kernels and its AVX2 ones (``ATEN_CPU_CAPABILITY=avx2``) give KeyDoor's base 0 other bits after its first update
+(measured; 1 and 2 threads, and MKL limited to AVX2, gave the same bits), and at learning rate 1e-2 a step is chaotic
+(the replay probability moves by orders of magnitude from one step to the next), so a last bit becomes another
+base. ``--trace`` keeps the replay probability of every step, and the result says how close the stop came to
+flipping (``margin``).
 """
 
 from __future__ import annotations

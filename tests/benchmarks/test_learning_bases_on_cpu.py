@@ -257,3 +257,24 @@ def test_a_base_can_be_built_on_a_pinned_cpu_code_path(tmp_path, monkeypatch):
 def test_the_imitations_record_names_a_pinned_code_path(monkeypatch):
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
     assert imitate.numerics(1)["ATEN_CPU_CAPABILITY"] == "avx2"
+
+
+def test_verify_can_check_the_first_updates_of_a_run_on_the_base_it_rebuilt_before(tmp_path, monkeypatch, capsys):
+    """A run is a quarter hour on 2 cores: ``--verify-updates 1`` trains its first update only and compares the
+    validations up to it (a later one that would differ is not read); ``--verify-reuse-base`` keeps the base an
+    earlier ``--verify`` rebuilt in that ``--work``."""
+    committed = _committed(tmp_path)
+    committed["curve"].append({"update": 2, "env_steps": 1280.0, "success": 0.75})
+    (tmp_path / "out" / "runs" / "grpo_seed1.json").write_text(json.dumps(committed))
+    steps = []
+    _rebuild(monkeypatch, tmp_path)
+    run_one = learning.run_one
+    monkeypatch.setattr(learning, "run_one", lambda m, s, args: steps.append(args.steps) or run_one(m, s, args))
+    argv = ["--verify", "--verify-updates", "1", "--out", str(tmp_path / "out"), "--work", str(tmp_path / "work")]
+    report = learning.main(argv)
+    assert report["match"] and steps == [1] and report["checked"] == "base 0 and grpo_seed1 (its first 1 update)"
+    base = tmp_path / "work" / "verify" / "base0" / "base.json"
+    monkeypatch.setattr(learning, "prepare_base", lambda args, index=0: base.parent)  # the one rebuilt above
+    assert learning.main([*argv, "--verify-reuse-base"])["match"] and "reusing the base" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="--verify-updates 7"):
+        learning.main([*argv[:2], "7", *argv[3:]])
