@@ -110,22 +110,23 @@ def variant_name(report: dict) -> str:
     return json.dumps(keywords, sort_keys=True)
 
 
-def gaps(report: dict) -> str:
-    """Each method's success minus GRPO's at equal updates, paired by seed, as a markdown table: the mean over the
-    evaluations (the AUC difference) with its sem over seeds, and the largest mean paired difference at one
-    evaluation with its update (a maximum over noisy points: an upper estimate)."""
+def gaps(report: dict, reference: str = "GRPO") -> str:
+    """Each method's success minus ``reference``'s at equal updates, paired by seed, as a markdown table: the mean
+    over the evaluations (the AUC difference) with its sem over seeds, and the largest mean paired difference at one
+    evaluation with its update (a maximum over noisy points: an upper estimate). Methods listed before the reference
+    are left out."""
     runs = report["runs"]
-    grpo = sorted(runs["GRPO"], key=lambda r: r["seed"])
+    grpo = sorted(runs[reference], key=lambda r: r["seed"])
     lines = [
-        "| variant | method | seeds | success AUC minus GRPO's (sem) | largest mean gap at one update (update) |",
-        "|---|---|---|---|---|",
+        "| variant | method | minus | seeds | success AUC difference (sem) | largest mean gap at one update (update) |",
+        "|---|---|---|---|---|---|",
     ]
-    for name, method_runs in runs.items():
-        if name == "GRPO":
-            continue
+    names = list(runs)
+    for name in names[names.index(reference) + 1 :]:
+        method_runs = runs[name]
         method_runs = sorted(method_runs, key=lambda r: r["seed"])
         if [r["seed"] for r in method_runs] != [r["seed"] for r in grpo]:
-            raise ValueError(f"{name}: seeds differ from GRPO's")
+            raise ValueError(f"{name}: seeds differ from {reference}'s")
         diffs = np.array([[p["success"] - q["success"] for p, q in zip(m["curve"], g["curve"], strict=True)]
                           for m, g in zip(method_runs, grpo, strict=True)])  # fmt: skip
         auc = diffs.mean(axis=1)
@@ -133,16 +134,21 @@ def gaps(report: dict) -> str:
         at = int(np.argmax(diffs.mean(axis=0)))
         update = grpo[0]["curve"][at]["update"]
         lines.append(
-            f"| {variant_name(report)} | {name} | {len(auc)} | {auc.mean():+.3f} ({sem:.3f}) | "
+            f"| {variant_name(report)} | {name} | {reference} | {len(auc)} | {auc.mean():+.3f} ({sem:.3f}) | "
             f"{diffs.mean(axis=0)[at]:+.3f} ({update}) |"
         )
     return "\n".join(lines)
 
 
 def render(report: dict, part: str) -> str:
-    """A part of a results file this benchmark wrote, for ``benchmarks/doc_tables.py``: ``gaps`` (:func:`gaps`),
-    or any part the demo's report renders (``table``, ``headline``)."""
-    return gaps(report) if part == "gaps" else demo_report.render(report, part)
+    """A part of a results file this benchmark wrote, for ``benchmarks/doc_tables.py``: ``gaps`` (:func:`gaps`
+    against GRPO), ``gaps_base`` (against the ablations' base ProVer, the second method, e.g. the effect of
+    ``train_on_continuations``), or any part the demo's report renders (``table``, ``headline``)."""
+    if part == "gaps":
+        return gaps(report)
+    if part == "gaps_base":
+        return gaps(report, reference=list(report["runs"])[1])
+    return demo_report.render(report, part)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -52,7 +52,8 @@ RENDERERS = {
     "benchmarks/results/judge_agentic/": judge_agentic.render,
     "benchmarks/results/judge_model/": _judge_model,
     "benchmarks/results/demo/": demo_report.render,
-    "benchmarks/results/demo_continuations/": demo_report.render,
+    "benchmarks/results/demo_continuations/": credit_assignment.render,
+    "benchmarks/results/demo_continuations_k4/": credit_assignment.render,
     "benchmarks/results/ceiling_demo/": credit_assignment.render,
     "benchmarks/results/credit_accuracy/": credit_accuracy.render,
 }

@@ -124,4 +124,7 @@ def test_ceiling_gaps_pair_runs_by_seed_against_grpo():
     }
     table = credit_assignment.render(report, "gaps").splitlines()
     # seed 0: mean diff 0.2 / 3, seed 1: 0 -> AUC +0.033 (sem 0.033); mean gap at update 5: +0.1
-    assert table[2] == "| hard | ProVer | 2 | +0.033 (0.033) | +0.100 (5) |"
+    assert table[2] == "| hard | ProVer | GRPO | 2 | +0.033 (0.033) | +0.100 (5) |"
+    report["runs"]["ProVer + x"] = [run(0, [0.0, 0.6, 0.8]), run(1, [0.0, 0.2, 0.9])]
+    base = credit_assignment.render(report, "gaps_base").splitlines()  # against ProVer, the second method
+    assert base[2:] == ["| hard | ProVer + x | ProVer | 2 | -0.033 (0.033) | +0.000 (0) |"]
