@@ -21,12 +21,14 @@ advantage on every turn; GiGPO's; ProVer's, GRPO plus the verified segment's cre
   already near-deterministic, so that turns a policy no longer varies on count for little.
 
 Nothing here samples; the benchmark (``benchmarks/credit_accuracy.py``) plays the continuations.
+:func:`credit_accuracy_from_group_log` reads the same comparison off the group log of an ``every_turn`` run of
+verl's real loop, whose verifier already forked every turn of one trajectory per group.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -152,3 +154,71 @@ def mean_sem(values: Sequence[float | None]) -> tuple[float | None, float | None
         return mean, None, 1
     variance = sum((v - mean) ** 2 for v in kept) / (len(kept) - 1)
     return mean, math.sqrt(variance / len(kept)), len(kept)
+
+
+def every_turn_record_turns(
+    record: Mapping[str, Any], coef: float, norm_by_std: bool = True, epsilon: float = 1e-6
+) -> dict[str, np.ndarray] | None:
+    """The per-turn true advantages and methods' advantages that one group-log line of an ``every_turn`` run holds.
+
+    With ``algorithm.prover.ablation=every_turn`` the group log (:mod:`prover_verl.eval.group_log`) records, for the
+    proposed trajectory, every turn's fork outcomes before and after it: ``A*_t`` with its sem from those ``k``
+    continuations, on a batch of verl's real loop. Beside it the trajectory's GRPO advantage (from the group's
+    rewards, as :func:`~prover_verl.core.group_outcome_advantage`) and ProVer's (GRPO's plus ``coef`` times the
+    logged credit, divided by ``std + epsilon`` as the ``prover`` estimator does under ``norm_by_std``).
+
+    Returns:
+        ``truth``, ``sem``, ``pivotal``, ``grpo`` and ``prover``, one entry a turn; None for a line that is not a
+        complete ``every_turn`` verification (no proposal, or segments that are not each single turn of it).
+    """
+    judge = record.get("judge") or {}
+    proposal = judge.get("proposal")
+    segments = record.get("segments") or []
+    if proposal is None or not segments:
+        return None
+    traj = proposal["traj_id"]
+    trajectories = {t["id"]: t for t in record["trajectories"]}
+    turns = trajectories[traj]["turns"]
+    if sorted(tuple(s["turns"]) for s in segments) != [(t, t) for t in range(turns)]:
+        return None
+    truth, sem = np.zeros(turns), np.zeros(turns)
+    for s in segments:
+        before = ForkOutcome(s["before"]["successes"], s["before"]["samples"])
+        after = ForkOutcome(s["after"]["successes"], s["after"]["samples"])
+        (truth[s["turns"][0]],), (sem[s["turns"][0]],) = true_advantages([before, after])
+    rewards = np.array([t["reward"] for t in record["trajectories"]], dtype=np.float64)
+    mean = rewards.mean()
+    std = rewards.std(ddof=1) if len(rewards) > 1 else 1.0
+    reward = float(trajectories[traj]["reward"])
+    grpo = (reward - mean) / (std + epsilon) if norm_by_std else reward - mean
+    credit = np.zeros(turns)
+    for c in record.get("credits") or []:
+        if c["traj"] == traj and c["turns"]:
+            span = slice(c["turns"][0], c["turns"][1] + 1)
+            credit[span] = np.maximum(credit[span], c["value"])
+    scale = 1.0 / (std + epsilon) if norm_by_std else 1.0
+    pivot = trajectories[traj].get("pivot_turn")
+    return {
+        "truth": truth,
+        "sem": sem,
+        "pivotal": np.arange(turns) == (pivot if pivot is not None else -1),
+        "grpo": np.full(turns, grpo),
+        "prover": grpo + coef * scale * credit,
+    }
+
+
+def credit_accuracy_from_group_log(
+    records: Sequence[Mapping[str, Any]], coef: float, norm_by_std: bool = True
+) -> dict[str, Any]:
+    """GRPO's and ProVer's credit accuracy (:func:`credit_accuracy`) over every complete ``every_turn`` line of a
+    group log (:func:`every_turn_record_turns`), pooled; ``lines`` counts the lines used and ``skipped`` the others.
+    With the log's small ``k`` each ``A*`` is noisy (its sem is in the null band), so run the diagnostic with a
+    larger ``algorithm.prover.k``."""
+    used = [t for t in (every_turn_record_turns(r, coef, norm_by_std) for r in records) if t is not None]
+    out: dict[str, Any] = {"lines": len(used), "skipped": len(records) - len(used)}
+    if not used:
+        return out
+    pooled = {key: np.concatenate([t[key] for t in used]) for key in used[0]}
+    for method in ("grpo", "prover"):
+        out[method] = credit_accuracy(pooled[method], pooled["truth"], pooled["sem"], pooled["pivotal"])
+    return out

@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 
 from prover_verl.core import ForkOutcome
-from prover_verl.eval.credit_accuracy import credit_accuracy, mean_sem, null_turns, true_advantages
+from prover_verl.eval.credit_accuracy import (
+    credit_accuracy,
+    credit_accuracy_from_group_log,
+    every_turn_record_turns,
+    mean_sem,
+    null_turns,
+    true_advantages,
+)
 
 
 def test_true_advantages_are_value_differences_with_independent_errors():
@@ -61,3 +68,55 @@ def test_mean_sem():
     assert (mean, count) == (2.0, 2) and sem == pytest.approx(1.0)  # sd sqrt(2) / sqrt(2)
     assert mean_sem([None]) == (None, None, 0)
     assert mean_sem([0.5]) == (0.5, None, 1)
+
+
+def _segment(turn, before, after, samples=4):
+    return {
+        "turns": [turn, turn],
+        "before": {"turn": turn, "successes": before, "samples": samples},
+        "after": {"turn": turn + 1, "successes": after, "samples": samples if after is not None else 1},
+    }
+
+
+def test_an_every_turn_log_line_gives_the_true_and_the_methods_advantages_by_hand():
+    record = {
+        "trajectories": [
+            {"id": 0, "reward": 1.0, "turns": 3, "pivot_turn": 1},
+            {"id": 1, "reward": 0.0, "turns": 3, "pivot_turn": 1},
+            {"id": 2, "reward": 0.0, "turns": 3, "pivot_turn": 1},
+        ],
+        "judge": {"proposal": {"traj_id": 0, "start_turn": 0, "end_turn": 0}},
+        # V: 1/4 -> 1/4 -> 3/4 -> won (1, exact)
+        "segments": [
+            _segment(0, 1, 1),
+            _segment(1, 1, 3),
+            {**_segment(2, 3, 1), "after": {"successes": 1, "samples": 1}},
+        ],
+        "credits": [{"traj": 0, "turns": [1, 1], "value": 0.5}, {"traj": 0, "turns": [2, 2], "value": 0.25}],
+    }
+    turns = every_turn_record_turns(record, coef=2.0, epsilon=0.0)
+    np.testing.assert_allclose(turns["truth"], [0.0, 0.5, 0.25])
+    assert turns["pivotal"].tolist() == [False, True, False]
+    std = math.sqrt(((2 / 3) ** 2 + 2 * (1 / 3) ** 2) / 2)  # rewards 1, 0, 0: mean 1/3, unbiased std
+    np.testing.assert_allclose(turns["grpo"], [(2 / 3) / std] * 3)
+    np.testing.assert_allclose(turns["prover"], (2 / 3) / std + 2.0 * np.array([0.0, 0.5, 0.25]) / std)
+    single = {**record, "segments": [_segment(1, 1, 3)]}  # one segment: not an every_turn line
+    assert every_turn_record_turns(single, coef=2.0) is None
+    out = credit_accuracy_from_group_log([record, single], coef=2.0)
+    assert (out["lines"], out["skipped"]) == (1, 1) and out["grpo"]["turns"] == 3
+
+
+async def test_the_group_log_of_an_every_turn_run_reads_back(play_group, make_config, scripted_server, tmp_path):
+    from prover_verl.eval.group_log import read_groups
+
+    config = make_config(k=4, ablation="every_turn", log_dir=str(tmp_path))
+    await play_group(config, scripted_server(), uid="e1", env="pivotroad", global_steps=1)
+    (record,), _ = read_groups(tmp_path)
+    turns = every_turn_record_turns(record, coef=1.0)
+    segments = sorted(record["segments"], key=lambda s: s["turns"][0])
+    rates = [s["before"]["successes"] / s["before"]["samples"] for s in segments]
+    rates.append(segments[-1]["after"]["successes"] / segments[-1]["after"]["samples"])
+    np.testing.assert_allclose(turns["truth"], np.diff(rates))
+    assert turns["pivotal"].tolist() == [True, False, False]  # pivotroad: the fork at turn 0
+    assert abs(turns["grpo"][0]) == pytest.approx(0.5 / math.sqrt(1 / 3), rel=1e-4)  # two wins of four
+    assert credit_accuracy_from_group_log([record], coef=1.0)["lines"] == 1
