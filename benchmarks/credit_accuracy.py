@@ -24,6 +24,12 @@ the key room second of ten), ``distract7`` (the same with seven distractor rooms
 
 It prints a table per variant and stage and writes ``--out``/``results.json`` (command, commit, settings, per-seed
 values, means and sems) and ``results.md``.
+
+    python benchmarks/credit_accuracy.py --group-log DIR --coef 2.0
+
+reads instead the group log of a run of verl's real loop with ``algorithm.prover.ablation=every_turn`` (whose
+verifier forks every turn of one trajectory per group: ``A*`` with the run's ``k``) and prints GRPO's and ProVer's
+accuracy on it (:func:`prover_verl.eval.credit_accuracy.credit_accuracy_from_group_log`).
 """
 
 from __future__ import annotations
@@ -51,7 +57,13 @@ from prover_verl.demo.methods import gigpo_advantages, grpo_advantages, mc_advan
 from prover_verl.demo.policy import MLPPolicy, policy_gradient_loss  # noqa: E402
 from prover_verl.demo.rollout import Rollouts, Simulator, task_text, turn_values  # noqa: E402
 from prover_verl.demo.values import exact_turn_advantages, exact_values, mc_turn_advantages  # noqa: E402
-from prover_verl.eval.credit_accuracy import credit_accuracy, mean_sem, null_turns  # noqa: E402
+from prover_verl.eval.credit_accuracy import (  # noqa: E402
+    credit_accuracy,
+    credit_accuracy_from_group_log,
+    mean_sem,
+    null_turns,
+)
+from prover_verl.eval.group_log import read_groups  # noqa: E402
 from prover_verl.judge import make_judge  # noqa: E402
 from prover_verl.verify import select_judge  # noqa: E402
 
@@ -314,6 +326,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--mc-k", type=int, default=4, help="continuations per state of the exhaustive MC baseline")
     parser.add_argument("--lr", type=float, default=0.01, help="Adam learning rate of the GRPO updates")
     parser.add_argument("--out", type=Path, default=OUT, help="output folder")
+    parser.add_argument("--group-log", type=Path, default=None, help="read an every_turn run's group log instead")
+    parser.add_argument("--coef", type=float, default=2.0, help="with --group-log: the run's algorithm.prover.coef")
     args = parser.parse_args(argv)
     args.variants = args.variants.split(",")
     unknown = [v for v in args.variants if v not in VARIANTS]
@@ -326,8 +340,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def from_group_log(log_dir: Path, coef: float) -> dict[str, Any]:
+    """Print and return GRPO's and ProVer's credit accuracy over an ``every_turn`` run's group log."""
+    records, bad = read_groups(log_dir)
+    out = credit_accuracy_from_group_log(records, coef) | {"unreadable_lines": bad}
+    print(f"{out['lines']} every_turn lines used, {out['skipped']} others skipped, {bad} unreadable")
+    for method in ("grpo", "prover"):
+        if method in out:
+            print(method, {k: v if not isinstance(v, float) else round(v, 3) for k, v in out[method].items()})
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
+    if args.group_log is not None:
+        return from_group_log(args.group_log, args.coef)
     torch.set_num_threads(1)
     started = time.perf_counter()
     blocks = []

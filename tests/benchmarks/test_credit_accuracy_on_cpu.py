@@ -29,3 +29,11 @@ def test_small_run_writes_per_seed_values_and_summaries(tmp_path):
     shares = [s["methods"]["GRPO"]["null_weight_share"] for s in block["per_seed"]]
     assert grpo["mean"] == np.mean([v for v in shares if v is not None])
     assert "| GRPO |" in (tmp_path / "results.md").read_text()
+
+
+async def test_group_log_mode_reads_an_every_turn_run(play_group, make_config, scripted_server, tmp_path):
+    config = make_config(k=4, ablation="every_turn", log_dir=str(tmp_path))
+    await play_group(config, scripted_server(), uid="e1", env="pivotroad", global_steps=1)
+    out = credit_accuracy.main(["--group-log", str(tmp_path), "--coef", "1.0"])
+    assert (out["lines"], out["skipped"], out["unreadable_lines"]) == (1, 0, 0)
+    assert out["grpo"]["turns"] == out["prover"]["turns"] == 3
