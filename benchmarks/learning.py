@@ -83,6 +83,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import learning_report  # noqa: E402
 from benchmarks.provenance import code_commit as _commit  # noqa: E402
+from benchmarks.provenance import command_line  # noqa: E402
 from prover_verl.cpu import smoke  # noqa: E402
 
 
@@ -729,7 +730,7 @@ def verify(args: argparse.Namespace) -> dict[str, Any]:
     verdict = f"MATCH: {checked} rebuilt equal to the committed file" if difference is None else (
         f"MISMATCH: first difference: {difference}")  # fmt: skip
     report = {
-        "command": "python benchmarks/learning.py " + " ".join(args.argv),
+        "command": command_line("benchmarks/learning.py", args.argv),  # no machine paths
         "commit": _commit(),
         "run": args.verify,
         "updates": updates,

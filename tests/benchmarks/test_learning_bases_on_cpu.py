@@ -196,7 +196,10 @@ def test_verify_rebuilds_a_committed_run_and_says_it_matches(tmp_path, monkeypat
     assert report["match"] and report["first_difference"] is None
     assert trained == [("grpo", 1, tmp_path / "work" / "verify" / "out")]  # never into the committed folder
     assert "MATCH: base 0 and grpo_seed1 rebuilt equal to the committed file" in capsys.readouterr().out
-    assert json.loads((tmp_path / "work" / "verify" / "verify.json").read_text())["match"]
+    written = json.loads((tmp_path / "work" / "verify" / "verify.json").read_text())
+    assert (
+        written["match"] and written["command"] == "python benchmarks/learning.py --verify --out <path> --work <path>"
+    )
 
 
 @pytest.mark.parametrize(
