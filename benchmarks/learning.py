@@ -684,6 +684,7 @@ def verify(args: argparse.Namespace) -> dict[str, Any]:
     only read) and compare them with the committed file: base fingerprint, imitation record, then every validation
     of the curve. Prints match or mismatch with the first differing quantity, writes ``verify.json`` there, and
     exits 1 on a mismatch. ``--verify-base-only`` stops after the base (minutes instead of a run's quarter hour)."""
+    commit = _commit()  # the code that runs, before anything can change it
     path = args.out / "runs" / f"{args.verify}.json"
     if not path.exists():
         raise SystemExit(f"--verify {args.verify}: no committed run {path}")
@@ -731,7 +732,7 @@ def verify(args: argparse.Namespace) -> dict[str, Any]:
         f"MISMATCH: first difference: {difference}")  # fmt: skip
     report = {
         "command": command_line("benchmarks/learning.py", args.argv),  # no machine paths
-        "commit": _commit(),
+        "commit": commit,
         "run": args.verify,
         "updates": updates,
         "checked": checked,
