@@ -44,6 +44,7 @@ def served_judge(model_dir: Path, work_dir: Path, ready_timeout_s: float = 600) 
     env = {
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",  # this venv's servers
+        "JUDGE_HOST": "127.0.0.1",  # a local run: loopback only (the script's default serves every interface)
         "JUDGE_PORT": str(free_port()),
         "JUDGE_DIR": str(work_dir),
         "JUDGE_READY_TIMEOUT_S": str(int(ready_timeout_s)),

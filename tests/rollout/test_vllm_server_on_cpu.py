@@ -7,6 +7,7 @@ venv (``bash tools/install.sh --vllm``) and are skipped elsewhere (:mod:`tests.r
 
 import asyncio
 import os
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +19,7 @@ require_vllm()
 
 import pytest_asyncio  # noqa: E402
 import ray  # noqa: E402
+import torch  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 from verl.plugin.platform import get_platform  # noqa: E402
 from verl.utils.config import omega_conf_to_dataclass  # noqa: E402
@@ -27,12 +29,13 @@ from verl.workers.rollout.vllm_rollout.vllm_async_server import vLLMHttpServer  
 
 import prover_verl  # noqa: E402
 from prover_verl.agent import abort  # noqa: E402
-from prover_verl.rollout.vllm_server import ProverVLLMHttpServer  # noqa: E402
+from prover_verl.cpu.vllm_replica import CPUVLLMHttpServer  # noqa: E402
 from tests.agent.test_abort_on_cpu import Handle  # noqa: E402
+from tests.cpu.test_hf_replica_on_cpu import _forward_log_probs  # noqa: E402
 
 pytestmark = [pytest.mark.vllm, pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(900)]
 
-CONF = str(__import__("pathlib").Path(prover_verl.__file__).parent / "conf")
+CONF = str(Path(prover_verl.__file__).parent / "conf")
 LONG = {"temperature": 1.0, "max_tokens": 1000, "ignore_eos": True, "logprobs": True}
 
 
@@ -61,15 +64,19 @@ def rollout_configs(model_dir, **rollout):
     return config.actor_rollout_ref.rollout, model
 
 
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    return vllm_tiny_model(tmp_path_factory.mktemp("tiny"))
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def server(tmp_path_factory):
-    model_dir = vllm_tiny_model(tmp_path_factory.mktemp("tiny"))
+async def server(model_dir):
     ray.init(address="local", num_cpus=2, include_dashboard=False)  # the server names itself by its Ray job
     # what verl's replica puts in its server actor's environment (the cpu platform's vLLM settings)
     for name, value in get_platform().rollout_env_vars().items():
         os.environ.setdefault(name, value)
     rollout, model = rollout_configs(str(model_dir))
-    served = ProverVLLMHttpServer(
+    served = CPUVLLMHttpServer(
         config=rollout,
         model_config=model,
         rollout_mode=RolloutMode.STANDALONE,
@@ -139,3 +146,40 @@ async def test_vllm_reports_the_cached_prefix_of_a_prompt_that_extends_one_it_se
     assert len(prompt) // 2 <= cached <= len(prompt) + len(first.token_ids)
     other = await server.generate(list(reversed(prompt)), {"temperature": 1.0, "max_tokens": 8}, "other")
     assert other.extra_fields["num_cached_tokens"] == 0
+    # a replica that never served the prefix (routed elsewhere; here: this one after its cache is reset, as after a
+    # weight sync) computes it all again
+    await server.clear_kv_cache()
+    elsewhere = await server.generate(follow, {"temperature": 1.0, "max_tokens": 8}, "elsewhere")
+    assert elsewhere.extra_fields["num_cached_tokens"] == 0
+
+
+async def test_a_weight_sync_on_verls_shared_memory_path_is_what_vllm_then_generates_with(server, model_dir, tmp_path):
+    """verl's FSDP side sends the actor's tensors in buckets over a ZMQ socket and shared memory (``use_shm``: CPU has
+    no CUDA IPC) while vLLM's workers receive them (``update_weights_from_ipc``); vLLM's CPU workers load them
+    through its layerwise reload (:class:`CPUColocateWorkerExtension`). Afterwards vLLM's log-probs are the new
+    model's, computed by transformers in fp32, within bf16 rounding (vLLM serves bf16): measured below."""
+    from transformers import AutoModelForCausalLM
+    from verl.workers.rollout.vllm_rollout.bucketed_weight_transfer import BucketedWeightSender
+
+    new = AutoModelForCausalLM.from_pretrained(vllm_tiny_model(tmp_path / "new"), dtype=torch.float32)
+    old = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    with torch.no_grad():  # another policy of the same shape: the served one's weights, each moved
+        for param in new.parameters():
+            param.mul_(1.5)
+    # the socket verl's ServerAdapter sends to (replica 0, its rank 0, this Ray job)
+    handle = f"ipc:///tmp/rl-colocate-zmq-{ray.get_runtime_context().get_job_id()}-replica-0-rank-0.sock"
+    receive = asyncio.ensure_future(server.collective_rpc("update_weights_from_ipc", kwargs={"use_shm": True}))
+    sender = BucketedWeightSender(zmq_handle=handle, bucket_size_mb=64, use_shm=True)
+    # the sender waits on its socket without yielding (in verl it runs in the FSDP worker, another process): a thread
+    # of its own keeps this event loop, which drives the engine's side, free
+    await asyncio.to_thread(asyncio.run, sender.async_send_weights(iter(new.state_dict().items())))
+    await asyncio.wait_for(receive, 120)
+    await server.clear_kv_cache()
+    prompt = server.model_config.tokenizer.encode("<|im_start|>user\nopen the chest<|im_end|>\n")
+    out = await server.generate(prompt, {"temperature": 1.0, "max_tokens": 24, "logprobs": True}, "after-sync")
+    served = torch.tensor(out.log_probs)
+    gap_new = (served - _forward_log_probs(new, prompt, out.token_ids)).abs()
+    gap_old = (served - _forward_log_probs(old, prompt, out.token_ids)).abs()
+    print(f"|vLLM - synced| max {gap_new.max():.4f} mean {gap_new.mean():.4f}; |vLLM - old| {gap_old.mean():.4f}")
+    assert gap_new.max() < 0.1 and gap_new.mean() < 0.02
+    assert gap_old.mean() > 5 * gap_new.mean()
