@@ -366,18 +366,24 @@ def _bases(report: Mapping[str, Any]) -> str:
         "sd of a seed within a base |",
         "|---|---|" + "---|" * len(bases) + "---|---|",
     ]
+    shown = set()  # a start is the seeds' base and validation draws: each set of seeds' is shown once
     for method, entry in spread["methods"].items():
         for key, value in entry.items():
             cells = [_ms(value["by_base"][i]) if i in value["by_base"] else "—" for i in bases]
+            if key == "start":
+                if tuple(cells) in shown:
+                    continue
+                shown.add(tuple(cells))
             lines.append(
                 f"| {method} | {names[key]} | " + " | ".join(cells) + f" | {value['between_bases']:.3f} | "
                 f"{_num(value['within_base_sd'])} |"
             )
     lines += [
         "",
-        "Bases: " + "; ".join(head) + ". Mean ± sem over a base's seeds. A base's seeds draw their own training and "
-        "validation samples too, so the gap between bases is the start's effect plus that noise, of about the "
-        "within-base sd of one seed.",
+        "Bases: " + "; ".join(head) + ". Mean ± sem over a base's seeds; 'before training' once for each set of "
+        "seeds (it is the same for every method on them). A base's seeds draw their own training and validation "
+        "samples too, so the gap between bases is the start's effect plus that noise, of about the within-base sd "
+        "of one seed.",
     ]
     return "\n".join(lines)
 
