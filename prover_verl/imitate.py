@@ -35,6 +35,7 @@ import pandas as pd
 import torch
 
 import envs
+from prover_verl.agent import layout
 from prover_verl.agent.adapters import make_adapter
 from prover_verl.hf_model import load_policy_model
 
@@ -76,13 +77,16 @@ def token_builder(model_dir: str | Path, chat_template_kwargs: dict | None = Non
     )
 
 
-def assistant_labels(builder, messages: list[dict], stop: Sequence[str] = ()) -> tuple[list[int], list[int]]:
+def assistant_labels(
+    builder, messages: list[dict], stop: Sequence[str] = (), inline: bool = False
+) -> tuple[list[int], list[int]]:
     """Token ids of a conversation (the first prompt: a system message or none, and a user message; then assistant
     and user in turn) as the env agent loop builds them with ``builder``, and labels that keep only what the policy
     generates, each reply and its end-of-turn token (others -100): the first prompt is rendered with the generation
-    prompt, each reply appended as the policy's tokens, each observation merged as a context message. A reply that
-    ends with one of the protocol's ``stop`` strings has no end-of-turn token: the server ends the generation there
-    (vLLM's ``stop``), and the loop merges the next observation right after it."""
+    prompt, each reply appended as the policy's tokens, each observation laid out by the loop's rule
+    (:mod:`prover_verl.agent.layout`; ``inline``: the protocol's ``inline_observations``). A reply that ends with one
+    of the protocol's ``stop`` strings has no end-of-turn token of the policy's: the server ends the generation there
+    (vLLM's ``stop``)."""
     tokenizer = builder.tokenizer
     eos = tokenizer.convert_tokens_to_ids(tokenizer.eos_token)
     # the first prompt ends where the policy first speaks (Search-R1's protocol has no system message)
@@ -95,9 +99,13 @@ def assistant_labels(builder, messages: list[dict], stop: Sequence[str] = ()) ->
             stopped = any(content.endswith(string) for string in stop)
             reply = tokenizer.encode(content, add_special_tokens=False) + ([] if stopped else [eos])
             ids, labels = ids + reply, labels + reply
+        elif inline:
+            added = layout.inline_tokens(tokenizer, messages[i]["content"])
+            ids, labels = ids + added, labels + [-100] * len(added)
         else:
+            ids = ids + layout.closing_tokens(ids, tokenizer)
             merged = builder.merge_context_tokens(messages[:i], messages[: i + 1], ids)
-            labels += [-100] * (len(merged.token_ids) - len(ids))
+            labels += [-100] * (len(merged.token_ids) - len(labels))
             ids = merged.token_ids
     return ids, labels
 
@@ -207,11 +215,11 @@ def _imitate(
     rows = pd.read_parquet(Path(data_dir) / "train.parquet")[:max_episodes]
     builder = token_builder(model_dir)
     model = load_policy_model(model_dir)
-    stop = make_adapter(env_name, env_kwargs=env_kwargs).stop
+    adapter = make_adapter(env_name, env_kwargs=env_kwargs)
     batch = []
     for info in rows["extra_info"]:
         messages = expert_conversation(env_name, env_kwargs, info["task_id"], info["split"])
-        batch.append(assistant_labels(builder, messages, stop))
+        batch.append(assistant_labels(builder, messages, adapter.stop, adapter.inline_observations))
     tokens = sum(sum(label != -100 for label in labels) for _, labels in batch)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     model.train()

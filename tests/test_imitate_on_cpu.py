@@ -43,20 +43,25 @@ def test_labels_are_the_agent_loops_policy_tokens(tmp_path, arch, system):
     assert prefix == expected
 
 
-def test_a_reply_ended_by_a_stop_string_has_no_end_of_turn_token_as_in_the_loop(tmp_path):
+@pytest.mark.parametrize("inline", [False, True], ids=["chat", "inline"])
+def test_a_reply_ended_by_a_stop_string_is_laid_out_as_in_the_loop(tmp_path, inline):
     """Search-R1's protocol stops generation at ``</search>`` (vLLM's ``stop``): the policy never samples the
-    end-of-turn token there, and verl's builder merges the observation right after the stop string; the imitation
-    learns those tokens, not the chat template's ``<|im_end|>`` (which the CPU smoke then never saw)."""
+    end-of-turn token there. In the chat layout the turn is closed (``<|im_end|>``, not learnt) before the
+    observation's user turn; in the inline layout (Search-R1's) the observation's text follows the stop string in the
+    same assistant turn. The imitation learns only the replies, in the layout the loop rolls them out in."""
     builder = imitate.token_builder(tiny_model.build(tmp_path / "m"))
     tok = builder.tokenizer
     conv = chat("question", "<search>q</search>", "<information>doc</information>", "<answer>a</answer>")
-    ids, labels = imitate.assistant_labels(builder, conv, stop=("</search>", "</answer>"))
+    ids, labels = imitate.assistant_labels(builder, conv, stop=("</search>", "</answer>"), inline=inline)
     search = tok.encode("<search>q</search>", add_special_tokens=False)
     answer = tok.encode("<answer>a</answer>", add_special_tokens=False)
     assert [t for t, label in zip(ids, labels, strict=True) if label != -100] == search + answer
     start = builder.build_initial_tokens(conv[:1])
-    after = builder.merge_context_tokens(conv[:2], conv[:3], start + search).token_ids  # what the loop merges
-    assert ids == after + answer and tok.eos_token_id not in ids[len(start) : len(start) + len(search) + 1]
+    assert ids[: len(start)] == start
+    between = "<information>doc</information>"
+    if not inline:
+        between = f"<|im_end|>\n<|im_start|>user\n{between}<|im_end|>\n<|im_start|>assistant\n"
+    assert tok.decode(ids[len(start) :]) == f"<search>q</search>{between}<answer>a</answer>"
 
 
 def test_replay_log_probs_are_the_models_probability_of_the_expert_replies(tmp_path):

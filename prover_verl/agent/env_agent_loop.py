@@ -23,7 +23,7 @@ from uuid import uuid4
 import torch
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
 
-from prover_verl.agent import AGENT_NAME, budget
+from prover_verl.agent import AGENT_NAME, budget, layout
 from prover_verl.agent.abort import AbortCount, generate
 from prover_verl.agent.adapters import PromptAdapter, make_adapter
 from prover_verl.agent.episode import Conversation, Episode, PlayResult, TurnMark
@@ -107,8 +107,6 @@ class EnvAgentLoop(AgentLoopBase):
         self.use_gigpo = self.config.algorithm.adv_estimator == GIGPO
         self.response_length = self.rollout_config.response_length
         self.group_size = self.rollout_config.n
-        # the token that ends an assistant turn in the chat template (ChatML's <|im_end|>, else the tokenizer's EOS)
-        self.turn_end = self.tokenizer.get_vocab().get("<|im_end|>", self.tokenizer.eos_token_id)
 
     # ------------------------------------------------------------------ rollout
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
@@ -280,25 +278,22 @@ class EnvAgentLoop(AgentLoopBase):
             conv.response_logprobs = logprobs
 
     async def _append_observation(self, conv: Conversation, text: str, inline: bool = False) -> None:
-        """Append an observation (response mask 0): a user turn of the chat template, or with ``inline`` plain text
-        that continues the assistant's turn (Search-R1's layout); ``messages`` records it as a user message both ways.
+        """Append an observation (response mask 0) by :mod:`prover_verl.agent.layout`'s rule: a user turn of the chat
+        template after the reply's closed turn, or with ``inline`` plain text that continues the assistant's turn
+        (Search-R1's layout); ``messages`` records it as a user message both ways.
         """
         updated = [*conv.messages, {"role": "user", "content": text}]
         if inline:
-            ids = self.tokenizer.encode(text, add_special_tokens=False)
-            conv.messages, conv.token_ids = updated, [*conv.token_ids, *ids]
-            conv.response_mask = [*conv.response_mask, *[0] * len(ids)]
-            if conv.response_logprobs is not None:
-                conv.response_logprobs = [*conv.response_logprobs, *[0.0] * len(ids)]
+            added = layout.inline_tokens(self.tokenizer, text)
+        else:
+            added = layout.closing_tokens(conv.token_ids, self.tokenizer)
+        conv.token_ids = [*conv.token_ids, *added]
+        conv.response_mask = [*conv.response_mask, *[0] * len(added)]
+        if conv.response_logprobs is not None:
+            conv.response_logprobs = [*conv.response_logprobs, *[0.0] * len(added)]
+        if inline:
+            conv.messages = updated
             return
-        if conv.token_ids[-1] not in (self.turn_end, self.tokenizer.eos_token_id):
-            # a reply ended by a stop string (or the token cap) has no end-of-turn token, and verl's token builder
-            # would open the user turn right after it (`...</search><|im_start|>user`): close the turn first, as
-            # the chat template renders it; the policy did not generate the token, so it is not trained (mask 0)
-            conv.token_ids = [*conv.token_ids, self.turn_end]
-            conv.response_mask = [*conv.response_mask, 0]
-            if conv.response_logprobs is not None:
-                conv.response_logprobs = [*conv.response_logprobs, 0.0]
         merged, mask, logprobs = await self.ct_merge_context_msg(
             conv.messages, updated, conv.token_ids, conv.response_mask, conv.response_logprobs
         )

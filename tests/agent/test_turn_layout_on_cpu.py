@@ -7,6 +7,7 @@ the same assistant turn, token for token, with no chat-template tokens around it
 
 import pytest
 
+from prover_verl.agent import layout
 from prover_verl.agent.episode import Conversation
 
 OBS = "\n\n<information>Doc 1(Title: go) open the chest</information>\n\n"
@@ -33,7 +34,7 @@ async def test_chat_layout_closes_a_turn_that_a_stop_string_ended(
     user_turn = tokenizer.encode(f"<|user|>{OBS}<|end|><|assistant|>")
     # the test tokenizer's chat template ends a turn with its EOS: exactly one closes the reply, whatever ended it
     closed = [*reply, tokenizer.eos_token_id] if ended_by == "stop_string" else reply
-    assert loop.turn_end == tokenizer.eos_token_id
+    assert layout.turn_end_id(tokenizer) == tokenizer.eos_token_id
     assert conv.token_ids[prompt_len:] == [*closed, *user_turn]
     assert conv.response_mask == [1] * len(reply) + [0] * (len(closed) - len(reply) + len(user_turn))
     assert conv.response_logprobs == [-0.5] * len(reply) + [0.0] * (len(closed) - len(reply) + len(user_turn))
