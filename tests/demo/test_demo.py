@@ -129,7 +129,16 @@ def test_hard_variant_puts_the_note_by_the_keys_early_with_eight_filler_rooms_af
     )
 
 
-@pytest.mark.parametrize("variant", [{}, {"doors": 2, "note_at_keys": True, "early_pivot": True}])
+@pytest.mark.parametrize(
+    "variant",
+    [
+        {},
+        {"doors": 2, "note_at_keys": True, "early_pivot": True},
+        # the knobs of issue 39 (tests/envs/test_keydoor_variants_on_cpu.py)
+        {"doors": 2, "note_at_keys": True, "early_pivot": True, "guard": True},
+        {"doors": 2, "note_at_keys": True, "distractors": 7},
+    ],
+)
 def test_batch_features_match_the_text(variant):
     env = kd.KeyDoorEnv(**variant)
     rng = random.Random(1)

@@ -1,9 +1,6 @@
 """KeyDoor's credit-assignment knobs (issue 39): distractor rooms before the key room and a guard room (a second
 necessary decision), in the family, the batch core, the text view and the features."""
 
-import random
-
-import numpy as np
 import pytest
 
 from envs.keydoor import env as kd
@@ -57,23 +54,3 @@ def test_a_key_held_past_the_guard_is_lost_and_a_pocketed_one_comes_back():
         assert trace[env.task.guard_turn][0].startswith(f"[room {env.task.guard_turn + 2}/")
         assert "The guard takes the key from your hands." in trace[env.task.guard_turn][0]
         assert "Your hands are empty." in trace[env.task.guard_turn][0]
-
-
-@pytest.mark.parametrize("variant", [GUARD, DISTRACT])
-def test_batch_features_match_the_text_in_the_variants(variant):
-    env = kd.KeyDoorEnv(**variant)
-    rng = random.Random(2)
-    table = env.table
-    for i, task_id in enumerate(env.task_ids()[:25]):
-        obs, _ = env.reset(options={"task_id": task_id})
-        observations, state, done = [obs], kd.initial_state(1), False
-        while not done:
-            expected = kd.features_batch(table, np.array([i]), state)[0]
-            np.testing.assert_array_equal(kd.features_from_text(observations), expected)
-            assert kd.render_observation(table.tasks[i], state[0]) == observations[-1]
-            action = kd.ACTIONS.index(rng.choice(kd.ACTIONS))
-            state = kd.step_batch(table, np.array([i]), state, np.array([action]))
-            obs, _, done, _, info = env.step(kd.ACTIONS[action])
-            observations.append(obs)
-            assert np.array_equal(state[0], env.snapshot().payload)
-        assert info["won"] == kd.won_batch(table, np.array([i]), state)[0]
