@@ -2,11 +2,9 @@
 down, slow or malformed (envs/searchqa/remote.py, envs/searchqa/server.py)."""
 
 import json
-import threading
 import time
 import urllib.error
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -14,6 +12,7 @@ from envs.searchqa import corpus
 from envs.searchqa.env import SearchQAEnv
 from envs.searchqa.remote import RemoteRetriever, RetrieverError, parse_reply
 from envs.searchqa.server import retrieve, serve_in_thread
+from tests.http_stub import canned_server
 
 # a reply as Search-R1's retrieval_server.py writes it (return_scores=True), for two queries
 SEARCH_R1_REPLY = {
@@ -41,26 +40,8 @@ def server(local):
 
 def fake_server(status=200, body=b"{}", delay_s=0.0):
     """A server answering every POST and GET with ``status`` and ``body`` after ``delay_s``; returns it and its URL."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
-            self.do_POST()
-
-        def do_POST(self):  # noqa: N802
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            time.sleep(delay_s)
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}/retrieve"
+    server, root, _ = canned_server(status, body, delay_s=delay_s)
+    return server, f"{root}/retrieve"
 
 
 def expert_episode(env, task):

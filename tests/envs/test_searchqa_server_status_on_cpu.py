@@ -14,9 +14,7 @@ import json
 import re
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -25,6 +23,7 @@ import requests
 from envs.searchqa.env import SearchQAEnv
 from envs.searchqa.remote import RemoteRetriever, RetrieverError
 from envs.searchqa.server import serve_in_thread
+from tests.http_stub import canned_server
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -106,23 +105,8 @@ def test_topk_null_and_0_are_the_default(fake_jvm_server):
 def fake_server(status: int, body: bytes, declared: int | None = None):
     """A server answering every request with ``status`` and ``body`` (declaring ``declared`` bytes: more than it
     sends cuts the reply short); returns it and its URL."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            self.send_response(status)
-            self.send_header("Content-Length", str(declared if declared is not None else len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-            self.close_connection = True
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}/retrieve"
+    server, root, _ = canned_server(status, body, declared=declared)
+    return server, f"{root}/retrieve"
 
 
 @pytest.mark.parametrize("status", [400, 404, 413, 501])

@@ -3,45 +3,22 @@ with a Retry-After over the client's two-minute limit is not retried: it was log
 and a reply cut short is not an endpoint that is "unreachable"."""
 
 import socket
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from prover_verl.config import JudgeConfig
 from prover_verl.judge.chat import JudgeRequestError
 from prover_verl.judge.llm import OpenAIBackend
+from tests.http_stub import canned_server
 
 MESSAGES = [{"role": "user", "content": "which turn decided it?"}]
 
 
 def serve(status: int, body: bytes, headers: dict[str, str], declared: int | None = None):
     """An endpoint answering every request with ``status``, ``headers`` and ``body`` (declaring ``declared``
-    bytes: more than it sends cuts the reply short); returns the server, its base URL and its request count."""
-    seen = []
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_POST(self):  # noqa: N802
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            seen.append(self.path)
-            self.send_response(status)
-            for key, value in {"Content-Type": "application/json", **headers}.items():
-                self.send_header(key, value)
-            self.send_header("Content-Length", str(declared if declared is not None else len(body)))
-            self.send_header("Connection", "close")
-            self.end_headers()
-            self.wfile.write(body)
-            self.close_connection = True
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}/v1", seen
+    bytes: more than it sends cuts the reply short); returns the server, its base URL and the paths asked for."""
+    server, root, seen = canned_server(status, body, {"Content-Type": "application/json", **headers}, declared)
+    return server, f"{root}/v1", seen
 
 
 def backend(url: str) -> OpenAIBackend:
